@@ -1,0 +1,16 @@
+"""Alembic environment: runs on the connection handed in by `schedules_db.engine.upgrade_schema`."""
+
+from alembic import context
+
+from schedules_db.models import Base
+
+config = context.config
+connection = config.attributes.get("connection")
+if connection is None:  # pragma: no cover - only reached when alembic is driven by hand
+    from schedules_db.engine import make_engine
+
+    connection = make_engine(config.get_main_option("sqlalchemy.url")).connect()
+
+context.configure(connection=connection, target_metadata=Base.metadata, render_as_batch=True)
+with context.begin_transaction():
+    context.run_migrations()

@@ -1,0 +1,144 @@
+"""SQLAlchemy 2 models of the tunehub store (see the `Store` docstring for the contract)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+def utcnow() -> datetime:
+    """Timezone-aware current time in UTC (every timestamp in the store is UTC)."""
+    return datetime.now(timezone.utc)
+
+
+class Base(DeclarativeBase):
+    """Declarative base of every tunehub table."""
+
+
+class TargetRow(Base):
+    """A hardware target: canonical TVM target JSON and the key derived from it."""
+
+    __tablename__ = "targets"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    key: Mapped[str] = mapped_column(String(64), unique=True, nullable=False)
+    canonical_json: Mapped[str] = mapped_column(Text, nullable=False)
+    kind: Mapped[str] = mapped_column(String(32), nullable=False)
+    label: Mapped[str] = mapped_column(String(128), nullable=False)
+    fingerprint: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False, default=dict)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class WorkloadRow(Base):
+    """A tunable function: the PrimFunc as TVM JSON, its structural hash and where it came from."""
+
+    __tablename__ = "workloads"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    shash: Mapped[str] = mapped_column(String(32), unique=True, nullable=False)
+    operator: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    params: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False, default=dict)
+    mod_json: Mapped[str] = mapped_column(Text, nullable=False)
+    flop: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class JobRow(Base):
+    """A tuning job. This table, not the broker, is the source of truth of a job's state."""
+
+    __tablename__ = "jobs"
+    __table_args__ = (Index("ix_jobs_state", "state"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    workload_id: Mapped[int] = mapped_column(ForeignKey("workloads.id"), nullable=False)
+    target_id: Mapped[int] = mapped_column(ForeignKey("targets.id"), nullable=False)
+    trials: Mapped[int] = mapped_column(Integer, nullable=False)
+    state: Mapped[str] = mapped_column(String(16), nullable=False)
+    queue: Mapped[str] = mapped_column(String(128), nullable=False)
+    attempt: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    worker: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
+    trials_done: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    best_latency_us: Mapped[float | None] = mapped_column(Float, nullable=True)
+    cache_hit: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
+    # No foreign key: schedules -> tuning_records -> jobs would form a cycle.
+    schedule_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    submitted_by: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    enqueued_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class TuningRecordRow(Base):
+    """One measured candidate: everything MetaSchedule's `TuningRecord` holds, keyed by target."""
+
+    __tablename__ = "tuning_records"
+    __table_args__ = (
+        UniqueConstraint("workload_id", "target_id", "trace_sha256", name="uq_record_trace"),
+        Index("ix_records_best", "workload_id", "target_id", "mean_run_us"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    workload_id: Mapped[int] = mapped_column(ForeignKey("workloads.id"), nullable=False)
+    target_id: Mapped[int] = mapped_column(ForeignKey("targets.id"), nullable=False)
+    job_id: Mapped[int | None] = mapped_column(ForeignKey("jobs.id"), nullable=True)
+    trace_json: Mapped[str] = mapped_column(Text, nullable=False)
+    trace_sha256: Mapped[str] = mapped_column(String(64), nullable=False)
+    run_secs: Mapped[list[float]] = mapped_column(JSON, nullable=False)
+    # Mean of run_secs in microseconds; NULL for a failed build or run (run_secs == [1e10]).
+    mean_run_us: Mapped[float | None] = mapped_column(Float, nullable=True)
+    args_info: Mapped[list[Any]] = mapped_column(JSON, nullable=False)
+    tvm_version: Mapped[str] = mapped_column(String(32), nullable=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class ArtifactRow(Base):
+    """A compiled library, content-addressed by sha256 in the artifact directory."""
+
+    __tablename__ = "artifacts"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    sha256: Mapped[str] = mapped_column(String(64), unique=True, nullable=False)
+    kind: Mapped[str] = mapped_column(String(32), nullable=False)
+    size: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    path: Mapped[str] = mapped_column(String(512), nullable=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class ScheduleRow(Base):
+    """The verified best schedule of one (workload, target)."""
+
+    __tablename__ = "schedules"
+    __table_args__ = (UniqueConstraint("workload_id", "target_id", name="uq_schedule_pair"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    workload_id: Mapped[int] = mapped_column(ForeignKey("workloads.id"), nullable=False)
+    target_id: Mapped[int] = mapped_column(ForeignKey("targets.id"), nullable=False)
+    record_id: Mapped[int] = mapped_column(ForeignKey("tuning_records.id"), nullable=False)
+    artifact_id: Mapped[int] = mapped_column(ForeignKey("artifacts.id"), nullable=False)
+    latency_us: Mapped[float] = mapped_column(Float, nullable=False)
+    untuned_latency_us: Mapped[float] = mapped_column(Float, nullable=False)
+    trials: Mapped[int] = mapped_column(Integer, nullable=False)
+    max_abs_error: Mapped[float] = mapped_column(Float, nullable=False)
+    tir: Mapped[str] = mapped_column(Text, nullable=False)
+    job_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -1,0 +1,103 @@
+"""A MetaSchedule `Database` over the tunehub store, bound to one target (and optionally a job).
+
+MetaSchedule's own queries ignore the target, so the adapter is created per target: every record
+it commits is stored under (workload, that target), and every query answers from that target's
+records only. Failed candidates (run_secs == [1e10]) are stored but never returned as top-k.
+A re-measurement of a trace already stored for the (workload, target) adds no row.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import tvm
+import tvm_ffi
+from tvm.ir.utils import derived_object
+from tvm.s_tir.meta_schedule.database import PyDatabase, TuningRecord, Workload
+
+from schedules_db.store import NewRecord, Store
+
+
+@derived_object
+class StoreDatabase(PyDatabase):
+    """MetaSchedule database whose records live in the tunehub store."""
+
+    def __init__(self, store: Store, target_id: int, job_id: int | None = None) -> None:
+        super().__init__()
+        self.store = store
+        self.target_id = target_id
+        self.job_id = job_id
+        target_row = store.get_target(target_id)
+        if target_row is None:
+            raise ValueError(f"no target with id {target_id}")
+        self.target_json: dict[str, Any] = json.loads(target_row.canonical_json)
+        self._workloads: dict[str, tuple[int, Workload]] = {}
+        self.new_records = 0  # records this adapter added (re-measurements excluded)
+
+    # -- workloads ----------------------------------------------------------------------------
+    def _lookup(self, mod: Any, create: bool) -> tuple[int, Workload] | None:
+        shash = str(tvm_ffi.structural_hash(mod))
+        cached = self._workloads.get(shash)
+        if cached is not None:
+            return cached
+        row = self.store.find_workload(shash)
+        if row is None:
+            if not create:
+                return None
+            row = self.store.get_or_create_workload(shash, tvm.ir.save_json(mod), None, {}, 0.0)
+        entry = (row.id, Workload(mod))
+        self._workloads[shash] = entry
+        return entry
+
+    def workload_id(self, workload: Workload) -> int:
+        """The store id of a MetaSchedule workload (committed on first sight)."""
+        entry = self._lookup(workload.mod, create=True)
+        assert entry is not None
+        return entry[0]
+
+    def has_workload(self, mod: Any) -> bool:
+        return self._lookup(mod, create=False) is not None
+
+    def commit_workload(self, mod: Any) -> Workload:
+        entry = self._lookup(mod, create=True)
+        assert entry is not None
+        return entry[1]
+
+    # -- records ------------------------------------------------------------------------------
+    def commit_tuning_record(self, record: TuningRecord) -> None:
+        trace, run_secs, _target, args_info = record.as_json()
+        added = self.store.add_record(
+            self.workload_id(record.workload),
+            self.target_id,
+            self.job_id,
+            NewRecord(
+                trace_json=json.dumps(trace, separators=(",", ":")),
+                run_secs=[float(x) for x in (run_secs or [1e10])],
+                args_info=args_info,
+                tvm_version=tvm.__version__,
+            ),
+        )
+        self.new_records += int(added)
+
+    def _to_record(self, row: Any, workload: Workload) -> TuningRecord:
+        return TuningRecord.from_json(
+            [json.loads(row.trace_json), row.run_secs, self.target_json, row.args_info], workload
+        )
+
+    def get_top_k(self, workload: Workload, top_k: int) -> list[TuningRecord]:
+        rows = self.store.top_k_records(self.workload_id(workload), self.target_id, top_k)
+        return [self._to_record(row, workload) for row in rows]
+
+    def get_all_tuning_records(self) -> list[TuningRecord]:
+        records = []
+        workloads: dict[int, Workload] = {}
+        for row in self.store.records(self.target_id):
+            if row.workload_id not in workloads:
+                wrow = self.store.get_workload(row.workload_id)
+                workloads[row.workload_id] = self.commit_workload(tvm.ir.load_json(wrow.mod_json))
+            records.append(self._to_record(row, workloads[row.workload_id]))
+        return records
+
+    def __len__(self) -> int:
+        return self.store.count_records(self.target_id)

@@ -1,0 +1,588 @@
+"""The store API: the one interface the REST service and the workers use to read and write.
+
+Contract (what every caller may rely on):
+
+* **Jobs.** The `jobs` table, not the broker, is the source of truth. A job is created `queued`
+  (or directly `succeeded` with ``cache_hit`` when a verified best already covers its budget).
+  A worker owns a job only after `claim_job` returned True: the claim is one conditional
+  ``UPDATE ... WHERE state='queued' OR (state='running' AND heartbeat_at < stale)``, so of two
+  deliveries of the same message at most one wins. Only the owner writes progress, heartbeats and
+  the final state; `fail_job`/`finish_job` are ignored when the caller is no longer the owner.
+* **Durability order.** A tuning record is committed in its own transaction as soon as it is
+  measured, before the progress that counts it (`update_progress`) is written. An artifact file is
+  written and fsynced into the artifact directory, then its row, the schedule row that points to it
+  and the job's `succeeded` state are committed in one transaction: a reader that sees a schedule
+  can always download its artifact, and a succeeded job always has its schedule.
+* **Keys.** Records and schedules are keyed by (workload, target). A record of one target is
+  never returned for another: every record query names both.
+* **Failed candidates** are stored (they teach the cost model) with ``mean_run_us = NULL`` and are
+  never returned as best or top-k.
+* **Readers** see committed data only; a schedule row, once present, is always verified against
+  the reference (only `finish_job` writes schedules, after verification).
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Engine, func, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, sessionmaker
+
+from schedules_db.models import (
+    ArtifactRow,
+    JobRow,
+    ScheduleRow,
+    TargetRow,
+    TuningRecordRow,
+    WorkloadRow,
+    utcnow,
+)
+
+FAILED_RUN_SECS = 1e9  # MetaSchedule marks failed candidates with run_secs == [1e10]
+
+
+class JobState(str, enum.Enum):
+    """States of a job; `succeeded`, `failed` and `cancelled` are final."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+FINAL_STATES = (JobState.SUCCEEDED.value, JobState.FAILED.value, JobState.CANCELLED.value)
+
+
+def canonical_json(value: Any) -> str:
+    """JSON with sorted keys and no spaces: the one spelling that keys are hashed from."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def sha256_hex(text: str) -> str:
+    """Hex sha256 of a UTF-8 string."""
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def target_key(canonical: dict[str, Any]) -> str:
+    """The key of a canonical target dict: the first 32 hex digits of its JSON's sha256."""
+    return sha256_hex(canonical_json(canonical))[:32]
+
+
+@dataclass(frozen=True)
+class NewRecord:
+    """A measured candidate as the MetaSchedule adapter hands it to the store."""
+
+    trace_json: str
+    run_secs: list[float]
+    args_info: list[Any]
+    tvm_version: str
+
+    @property
+    def failed(self) -> bool:
+        """True when the build or the run failed (MetaSchedule's 1e10 marker)."""
+        return not self.run_secs or max(self.run_secs) >= FAILED_RUN_SECS
+
+    @property
+    def mean_run_us(self) -> float | None:
+        """Mean run time in microseconds, or None for a failed candidate."""
+        if self.failed:
+            return None
+        return sum(self.run_secs) / len(self.run_secs) * 1e6
+
+
+@dataclass(frozen=True)
+class NewSchedule:
+    """A verified best, with its exported artifact, ready to be published by `finish_job`."""
+
+    record_id: int
+    latency_us: float
+    untuned_latency_us: float
+    max_abs_error: float
+    tir: str
+    artifact_sha256: str
+    artifact_size: int
+    artifact_path: str
+    artifact_kind: str = "shared-library"
+
+
+class Store:
+    """Repository functions over one SQLAlchemy engine (SQLite or PostgreSQL)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._sessions = sessionmaker(engine, expire_on_commit=False)
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """A session in one transaction: committed on success, rolled back on error."""
+        with self._sessions.begin() as session:
+            yield session
+
+    # ---------------------------------------------------------------- targets and workloads
+    def get_or_create_target(
+        self, canonical: dict[str, Any], kind: str, label: str, fingerprint: dict[str, Any]
+    ) -> TargetRow:
+        """Return the target row of a canonical target dict, creating it on first use."""
+        text = canonical_json(canonical)
+        key = target_key(canonical)
+        return self._get_or_create(
+            TargetRow,
+            TargetRow.key == key,
+            dict(key=key, canonical_json=text, kind=kind, label=label, fingerprint=fingerprint),
+        )
+
+    def get_target(self, target_id: int) -> TargetRow | None:
+        """The target row with this id, or None."""
+        with self.session() as s:
+            return s.get(TargetRow, target_id)
+
+    def find_target(self, key_or_label: str) -> TargetRow | None:
+        """The target with this key or, failing that, this label (the most recent one)."""
+        with self.session() as s:
+            row = s.scalar(select(TargetRow).where(TargetRow.key == key_or_label))
+            if row is None:
+                row = s.scalar(
+                    select(TargetRow)
+                    .where(TargetRow.label == key_or_label)
+                    .order_by(TargetRow.id.desc())
+                )
+            return row
+
+    def list_targets(self) -> list[TargetRow]:
+        """Every known target, oldest first."""
+        with self.session() as s:
+            return list(s.scalars(select(TargetRow).order_by(TargetRow.id)))
+
+    def get_or_create_workload(
+        self, shash: str, mod_json: str, operator: str | None, params: dict[str, Any], flop: float
+    ) -> WorkloadRow:
+        """Return the workload with this structural hash, creating it on first use.
+
+        The caller checks structural equality against ``mod_json`` of a returned row when it
+        must be certain (a 64-bit hash collision is the only way the two can differ).
+        """
+        return self._get_or_create(
+            WorkloadRow,
+            WorkloadRow.shash == shash,
+            dict(shash=shash, mod_json=mod_json, operator=operator, params=params, flop=flop),
+        )
+
+    def get_workload(self, workload_id: int) -> WorkloadRow | None:
+        """The workload row with this id, or None."""
+        with self.session() as s:
+            return s.get(WorkloadRow, workload_id)
+
+    def find_workload(self, shash: str) -> WorkloadRow | None:
+        """The workload with this structural hash, or None."""
+        with self.session() as s:
+            return s.scalar(select(WorkloadRow).where(WorkloadRow.shash == shash))
+
+    def _get_or_create(self, model: type, where: Any, values: dict[str, Any]) -> Any:
+        with self.session() as s:
+            row = s.scalar(select(model).where(where))
+            if row is not None:
+                return row
+        try:
+            with self.session() as s:
+                row = model(**values)
+                s.add(row)
+                s.flush()
+                return row
+        except IntegrityError:  # created concurrently by another process: read theirs
+            with self.session() as s:
+                return s.scalar(select(model).where(where))
+
+    # ---------------------------------------------------------------- jobs
+    def create_job(
+        self,
+        workload_id: int,
+        target_id: int,
+        trials: int,
+        queue: str,
+        submitted_by: str | None = None,
+    ) -> JobRow:
+        """Create a job. If a verified best already covers ``trials`` the job is born succeeded
+        with ``cache_hit=True`` and no worker is involved; otherwise it is `queued`."""
+        now = utcnow()
+        with self.session() as s:
+            best = s.scalar(
+                select(ScheduleRow).where(
+                    ScheduleRow.workload_id == workload_id, ScheduleRow.target_id == target_id
+                )
+            )
+            job = JobRow(
+                workload_id=workload_id,
+                target_id=target_id,
+                trials=trials,
+                queue=queue,
+                submitted_by=submitted_by,
+                created_at=now,
+            )
+            if best is not None and best.trials >= trials:
+                job.state = JobState.SUCCEEDED.value
+                job.cache_hit = True
+                job.schedule_id = best.id
+                job.trials_done = best.trials
+                job.best_latency_us = best.latency_us
+                job.finished_at = now
+            else:
+                job.state = JobState.QUEUED.value
+            s.add(job)
+            s.flush()
+            return job
+
+    def get_job(self, job_id: int) -> JobRow | None:
+        """The job row with this id, or None."""
+        with self.session() as s:
+            return s.get(JobRow, job_id)
+
+    def list_jobs(self, state: str | None = None, limit: int = 100) -> list[JobRow]:
+        """Jobs, newest first, optionally of one state."""
+        with self.session() as s:
+            query = select(JobRow).order_by(JobRow.id.desc()).limit(limit)
+            if state:
+                query = query.where(JobRow.state == state)
+            return list(s.scalars(query))
+
+    def mark_enqueued(self, job_id: int) -> None:
+        """Record that a message for this job was handed to the broker now."""
+        with self.session() as s:
+            s.execute(update(JobRow).where(JobRow.id == job_id).values(enqueued_at=utcnow()))
+
+    def claim_job(self, job_id: int, worker: str, stale_after: timedelta) -> bool:
+        """Atomically make ``worker`` the owner of a queued job (or of a running job whose owner
+        stopped heart-beating for ``stale_after``). Returns False when someone else owns it or
+        it is final: a duplicate delivery then simply exits."""
+        now = utcnow()
+        with self.session() as s:
+            result = s.execute(
+                update(JobRow)
+                .where(
+                    JobRow.id == job_id,
+                    (JobRow.state == JobState.QUEUED.value)
+                    | (
+                        (JobRow.state == JobState.RUNNING.value)
+                        & (JobRow.heartbeat_at < now - stale_after)
+                    ),
+                )
+                .values(
+                    state=JobState.RUNNING.value,
+                    worker=worker,
+                    heartbeat_at=now,
+                    attempt=JobRow.attempt + 1,
+                    started_at=func.coalesce(JobRow.started_at, now),
+                )
+            )
+            return result.rowcount == 1
+
+    def heartbeat(self, job_id: int, worker: str) -> bool:
+        """Refresh the owner's heartbeat; False if ``worker`` no longer owns the running job."""
+        with self.session() as s:
+            result = s.execute(
+                update(JobRow).where(*self._owned(job_id, worker)).values(heartbeat_at=utcnow())
+            )
+            return result.rowcount == 1
+
+    def update_progress(
+        self, job_id: int, worker: str, trials_done: int, best_latency_us: float | None
+    ) -> bool:
+        """Write the owner's progress (and a heartbeat). Returns False if it lost the job."""
+        with self.session() as s:
+            result = s.execute(
+                update(JobRow)
+                .where(*self._owned(job_id, worker))
+                .values(
+                    trials_done=trials_done, best_latency_us=best_latency_us, heartbeat_at=utcnow()
+                )
+            )
+            return result.rowcount == 1
+
+    def fail_job(self, job_id: int, worker: str | None, error: str) -> bool:
+        """Mark a job failed with a readable error (by its owner, or by anyone if worker=None)."""
+        where = (
+            self._owned(job_id, worker)
+            if worker
+            else (JobRow.id == job_id, JobRow.state.not_in(FINAL_STATES))
+        )
+        with self.session() as s:
+            result = s.execute(
+                update(JobRow)
+                .where(*where)
+                .values(state=JobState.FAILED.value, error=error[:20000], finished_at=utcnow())
+            )
+            return result.rowcount == 1
+
+    def finish_job(self, job_id: int, worker: str, new: NewSchedule | None) -> int | None:
+        """Publish a verified schedule and mark the job succeeded, in one transaction.
+
+        ``new`` replaces the stored best of the (workload, target) only when it is faster; the
+        stored best's trial count grows by this job's trials either way. With ``new=None`` (no
+        candidate beat the stored best) the job succeeds with the stored best. Returns the
+        schedule id, or None if the caller no longer owns the job (nothing is written then).
+        """
+        now = utcnow()
+        with self.session() as s:
+            job = s.scalar(select(JobRow).where(*self._owned(job_id, worker)).with_for_update())
+            if job is None:
+                return None
+            best = s.scalar(
+                select(ScheduleRow)
+                .where(
+                    ScheduleRow.workload_id == job.workload_id,
+                    ScheduleRow.target_id == job.target_id,
+                )
+                .with_for_update()
+            )
+            if new is not None and (best is None or new.latency_us < best.latency_us):
+                artifact = s.scalar(
+                    select(ArtifactRow).where(ArtifactRow.sha256 == new.artifact_sha256)
+                )
+                if artifact is None:
+                    artifact = ArtifactRow(
+                        sha256=new.artifact_sha256,
+                        kind=new.artifact_kind,
+                        size=new.artifact_size,
+                        path=new.artifact_path,
+                    )
+                    s.add(artifact)
+                    s.flush()
+                if best is None:
+                    best = ScheduleRow(
+                        workload_id=job.workload_id, target_id=job.target_id, trials=0
+                    )
+                    s.add(best)
+                best.record_id = new.record_id
+                best.artifact_id = artifact.id
+                best.latency_us = new.latency_us
+                best.untuned_latency_us = new.untuned_latency_us
+                best.max_abs_error = new.max_abs_error
+                best.tir = new.tir
+                best.job_id = job.id
+                best.updated_at = now
+            if best is None:
+                raise ValueError("finish_job without a schedule: no verified best exists")
+            best.trials = (best.trials or 0) + job.trials
+            s.flush()
+            job.state = JobState.SUCCEEDED.value
+            job.schedule_id = best.id
+            job.finished_at = now
+            job.error = None
+            return best.id
+
+    def request_cancel(self, job_id: int) -> JobRow | None:
+        """Cancel a job: a queued job is cancelled at once; a running one gets
+        ``cancel_requested`` and its worker stops it after the current batch; a final job is
+        left as it is. Returns the job afterwards, or None if there is no such job."""
+        now = utcnow()
+        with self.session() as s:
+            s.execute(
+                update(JobRow)
+                .where(JobRow.id == job_id, JobRow.state == JobState.QUEUED.value)
+                .values(state=JobState.CANCELLED.value, cancel_requested=True, finished_at=now)
+            )
+            s.execute(
+                update(JobRow)
+                .where(JobRow.id == job_id, JobRow.state == JobState.RUNNING.value)
+                .values(cancel_requested=True)
+            )
+        return self.get_job(job_id)
+
+    def cancel_was_requested(self, job_id: int) -> bool:
+        """True once `request_cancel` was called for the job."""
+        with self.session() as s:
+            return bool(s.scalar(select(JobRow.cancel_requested).where(JobRow.id == job_id)))
+
+    def cancel_running(self, job_id: int, worker: str) -> bool:
+        """The owner stopped its search on request: mark the job cancelled (records stay)."""
+        with self.session() as s:
+            result = s.execute(
+                update(JobRow)
+                .where(*self._owned(job_id, worker))
+                .values(state=JobState.CANCELLED.value, finished_at=utcnow())
+            )
+            return result.rowcount == 1
+
+    def requeue_stale(self, stale_after: timedelta) -> list[JobRow]:
+        """Put running jobs whose owner stopped heart-beating back to `queued` (the reaper's
+        first duty). The old owner, should it wake up, no longer owns the job. Returns them."""
+        cutoff = utcnow() - stale_after
+        requeued = []
+        with self.session() as s:
+            stale = s.scalars(
+                select(JobRow).where(
+                    JobRow.state == JobState.RUNNING.value, JobRow.heartbeat_at < cutoff
+                )
+            ).all()
+            for job in stale:
+                result = s.execute(
+                    update(JobRow)
+                    .where(
+                        JobRow.id == job.id,
+                        JobRow.state == JobState.RUNNING.value,
+                        JobRow.worker == job.worker,
+                        JobRow.heartbeat_at < cutoff,
+                    )
+                    .values(
+                        state=JobState.QUEUED.value,
+                        error=f"worker {job.worker} stopped heart-beating; requeued",
+                    )
+                )
+                if result.rowcount == 1:
+                    requeued.append(job)
+        return requeued
+
+    def queued_not_enqueued_since(self, before: datetime) -> list[JobRow]:
+        """Queued jobs whose last broker message is older than ``before`` (or never sent)."""
+        with self.session() as s:
+            return list(
+                s.scalars(
+                    select(JobRow).where(
+                        JobRow.state == JobState.QUEUED.value,
+                        (JobRow.enqueued_at.is_(None)) | (JobRow.enqueued_at < before),
+                    )
+                )
+            )
+
+    @staticmethod
+    def _owned(job_id: int, worker: str) -> tuple[Any, ...]:
+        return (
+            JobRow.id == job_id,
+            JobRow.worker == worker,
+            JobRow.state == JobState.RUNNING.value,
+        )
+
+    # ---------------------------------------------------------------- tuning records
+    def add_record(
+        self, workload_id: int, target_id: int, job_id: int | None, record: NewRecord
+    ) -> bool:
+        """Store a measured candidate; returns False if this exact trace was already stored
+        for the (workload, target) (a re-measurement of a known schedule is not a new record)."""
+        trace_sha = sha256_hex(record.trace_json)
+        try:
+            with self.session() as s:
+                s.add(
+                    TuningRecordRow(
+                        workload_id=workload_id,
+                        target_id=target_id,
+                        job_id=job_id,
+                        trace_json=record.trace_json,
+                        trace_sha256=trace_sha,
+                        run_secs=list(record.run_secs),
+                        mean_run_us=record.mean_run_us,
+                        args_info=record.args_info,
+                        tvm_version=record.tvm_version,
+                    )
+                )
+            return True
+        except IntegrityError:
+            return False
+
+    def has_trace(self, workload_id: int, target_id: int, trace_json: str) -> bool:
+        """True if this exact trace is already stored for the (workload, target)."""
+        with self.session() as s:
+            return (
+                s.scalar(
+                    select(TuningRecordRow.id).where(
+                        TuningRecordRow.workload_id == workload_id,
+                        TuningRecordRow.target_id == target_id,
+                        TuningRecordRow.trace_sha256 == sha256_hex(trace_json),
+                    )
+                )
+                is not None
+            )
+
+    def top_k_records(self, workload_id: int, target_id: int, k: int) -> list[TuningRecordRow]:
+        """The k fastest successful records of one (workload, target), fastest first."""
+        with self.session() as s:
+            return list(
+                s.scalars(
+                    select(TuningRecordRow)
+                    .where(
+                        TuningRecordRow.workload_id == workload_id,
+                        TuningRecordRow.target_id == target_id,
+                        TuningRecordRow.mean_run_us.is_not(None),
+                    )
+                    .order_by(TuningRecordRow.mean_run_us, TuningRecordRow.id)
+                    .limit(k)
+                )
+            )
+
+    def records(
+        self, target_id: int, workload_id: int | None = None, job_id: int | None = None
+    ) -> list[TuningRecordRow]:
+        """Every record of a target (optionally of one workload or job), oldest first."""
+        with self.session() as s:
+            query = select(TuningRecordRow).where(TuningRecordRow.target_id == target_id)
+            if workload_id is not None:
+                query = query.where(TuningRecordRow.workload_id == workload_id)
+            if job_id is not None:
+                query = query.where(TuningRecordRow.job_id == job_id)
+            return list(s.scalars(query.order_by(TuningRecordRow.id)))
+
+    def count_records(
+        self, target_id: int, workload_id: int | None = None, job_id: int | None = None
+    ) -> int:
+        """How many records `records` would return."""
+        with self.session() as s:
+            query = select(func.count(TuningRecordRow.id)).where(
+                TuningRecordRow.target_id == target_id
+            )
+            if workload_id is not None:
+                query = query.where(TuningRecordRow.workload_id == workload_id)
+            if job_id is not None:
+                query = query.where(TuningRecordRow.job_id == job_id)
+            return int(s.scalar(query) or 0)
+
+    def get_record(self, record_id: int) -> TuningRecordRow | None:
+        """The record with this id, or None."""
+        with self.session() as s:
+            return s.get(TuningRecordRow, record_id)
+
+    # ---------------------------------------------------------------- schedules and artifacts
+    def get_schedule(self, schedule_id: int) -> ScheduleRow | None:
+        """The schedule row with this id, or None."""
+        with self.session() as s:
+            return s.get(ScheduleRow, schedule_id)
+
+    def best_schedule(self, workload_id: int, target_id: int) -> ScheduleRow | None:
+        """The verified best of one (workload, target), or None."""
+        with self.session() as s:
+            return s.scalar(
+                select(ScheduleRow).where(
+                    ScheduleRow.workload_id == workload_id, ScheduleRow.target_id == target_id
+                )
+            )
+
+    def list_schedules(
+        self,
+        operator: str | None = None,
+        target_id: int | None = None,
+        workload_id: int | None = None,
+        limit: int = 100,
+    ) -> list[ScheduleRow]:
+        """Verified best schedules, newest first, filtered by operator, target or workload."""
+        with self.session() as s:
+            query = select(ScheduleRow).order_by(ScheduleRow.id.desc()).limit(limit)
+            if operator is not None:
+                query = query.join(WorkloadRow, WorkloadRow.id == ScheduleRow.workload_id).where(
+                    WorkloadRow.operator == operator
+                )
+            if target_id is not None:
+                query = query.where(ScheduleRow.target_id == target_id)
+            if workload_id is not None:
+                query = query.where(ScheduleRow.workload_id == workload_id)
+            return list(s.scalars(query))
+
+    def get_artifact(self, artifact_id: int) -> ArtifactRow | None:
+        """The artifact row with this id, or None."""
+        with self.session() as s:
+            return s.get(ArtifactRow, artifact_id)

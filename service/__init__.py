@@ -1,0 +1,1 @@
+"""The tunehub service: FastAPI app, job queue, CLI and HTTP client."""

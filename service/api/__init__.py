@@ -1,0 +1,1 @@
+"""The REST API, version 1 (``/api/v1``)."""

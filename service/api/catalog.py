@@ -1,0 +1,41 @@
+"""``/api/v1/operators`` and ``/api/v1/targets``: what can be tuned, and where."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+
+from service.schemas import target_json
+from tuning.catalog import list_operators
+from tuning.targets import HOST, resolve_target
+
+router = APIRouter(tags=["catalog"])
+
+
+@router.get("/operators")
+def operators() -> list[dict[str, Any]]:
+    """Every catalog operator with its parameter schema and an example job body."""
+    return [
+        {
+            "name": op.name,
+            "description": op.description,
+            "params_schema": op.schema(),
+            "example": {
+                "operator": {"name": op.name, "params": op.example},
+                "target": HOST,
+                "trials": 64,
+            },
+        }
+        for op in list_operators()
+    ]
+
+
+@router.get("/targets")
+def targets(request: Request) -> dict[str, Any]:
+    """The target "host" resolves to here, and every target the store knows."""
+    host = resolve_target(HOST)
+    return {
+        "host": {"canonical": host.canonical, "label": host.label},
+        "targets": [target_json(row) for row in request.app.state.store.list_targets()],
+    }

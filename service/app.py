@@ -1,0 +1,61 @@
+"""The FastAPI application factory."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from schedules_db import Store, make_engine, upgrade_schema
+from service.api import catalog, jobs, schedules
+from service.jobqueue import JobQueue
+from service.reaper import Reaper
+from service.settings import Settings
+
+log = logging.getLogger("tunehub.api")
+
+
+def create_app(settings: Settings | None = None, run_reaper: bool = True) -> FastAPI:
+    """The tunehub API over the store and broker named by ``settings``.
+
+    Migrations are applied at start. With ``run_reaper`` the process also re-sends lost or
+    stale jobs (one reaper per deployment is enough; extra ones are harmless).
+    """
+    settings = settings or Settings.from_env()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        engine = make_engine(settings.store_url)
+        upgrade_schema(engine)
+        app.state.settings = settings
+        app.state.store = Store(engine)
+        app.state.queue = JobQueue(settings)
+        settings.artifacts.mkdir(parents=True, exist_ok=True)
+        reaper = Reaper(app.state.store, app.state.queue, settings) if run_reaper else None
+        if reaper:
+            reaper.start()
+        try:
+            yield
+        finally:
+            if reaper:
+                reaper.stopped.set()
+            app.state.queue.close()
+            engine.dispose()
+
+    app = FastAPI(
+        title="tunehub",
+        version="0.1.0",
+        description="Shared auto-tuning for Apache TVM: submit jobs, fetch tuned schedules.",
+        lifespan=lifespan,
+    )
+    for router in (jobs.router, schedules.router, catalog.router):
+        app.include_router(router, prefix="/api/v1")
+
+    @app.get("/healthz", tags=["health"])
+    def healthz() -> dict[str, str]:
+        """Liveness: the process answers."""
+        return {"status": "ok"}
+
+    return app

@@ -1,0 +1,279 @@
+"""The `tunehub` command line: serve, worker, submit, status, cancel, schedules, fetch."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from service.client import IntegrityError, TunehubClient, TunehubError
+from service.settings import Settings
+
+BAR_WIDTH = 30
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    return Settings.from_env(
+        data_dir=Path(args.data_dir) if getattr(args, "data_dir", None) else None,
+        database_url=getattr(args, "database_url", None),
+        broker_url=getattr(args, "broker_url", None),
+    )
+
+
+def _parse_param(text: str) -> tuple[str, Any]:
+    if "=" not in text:
+        raise argparse.ArgumentTypeError(f"--param takes NAME=VALUE, got {text!r}")
+    name, raw = text.split("=", 1)
+    try:
+        value: Any = json.loads(raw)
+    except json.JSONDecodeError:
+        value = raw
+    return name.strip(), value
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """The API on host:port plus ``--workers`` local worker processes for the host target."""
+    import uvicorn
+
+    from service.app import create_app
+
+    settings = _settings(args)
+    settings.resolved_data_dir.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, **settings.as_env()}
+    workers = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "service.cli",
+                "worker",
+                "--target",
+                "host",
+                "--name",
+                f"local{i}-{os.getpid()}@{os.uname().nodename}",
+            ],
+            env=env,
+            start_new_session=True,  # the worker and its TVM popen pools form one group
+        )
+        for i in range(args.workers)
+    ]
+    print(f"tunehub: store {settings.store_url}", flush=True)
+    print(f"tunehub: broker {settings.broker}", flush=True)
+    print(f"tunehub: artifacts {settings.artifacts}", flush=True)
+    print(
+        f"tunehub: {args.workers} local worker(s); API on http://{args.host}:{args.port}",
+        flush=True,
+    )
+    try:
+        uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level="info")
+    finally:
+        for proc in workers:
+            _stop_group(proc)
+    return 0
+
+
+def _stop_group(proc: subprocess.Popen) -> None:
+    """Stop a worker and everything in its process group (TVM popen pools included)."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=20)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    """A worker for the given targets (blocks until stopped)."""
+    from service.jobqueue import run_worker
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("tunehub.metaschedule").setLevel(logging.WARNING)
+    logging.getLogger("tvm").setLevel(logging.WARNING)
+    run_worker(_settings(args), args.target or ["host"], name=args.name)
+    return 0
+
+
+def _progress_line(job: dict[str, Any]) -> str:
+    progress = job["progress"]
+    done, total = progress["trials_done"], job["trials"]
+    filled = int(BAR_WIDTH * min(done, total) / max(total, 1))
+    bar = "#" * filled + "." * (BAR_WIDTH - filled)
+    best = progress["best_latency_us"]
+    best_text = f"best {best:.1f} us {progress['best_gflops']:.1f} GFLOPS" if best else "best -"
+    return f"\r[{bar}] {done}/{total} trials  {best_text}  {job['state']:<9}"
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    """Submit a job; with --wait, draw its progress and print the result."""
+    params = dict(args.param or [])
+    target: Any = args.target
+    if target.strip().startswith("{"):
+        target = json.loads(target)
+    with TunehubClient(args.server) as client:
+        job = client.submit(args.operator, params, target, args.trials)
+        print(f"job {job['id']}: {job['state']}" + (" (cache hit)" if job["cache_hit"] else ""))
+        if not args.wait:
+            return 0
+        job = client.wait(
+            job["id"], on_progress=lambda j: print(_progress_line(j), end="", flush=True)
+        )
+        print()
+        if job["state"] != "succeeded":
+            print(f"job {job['id']} {job['state']}: {job['error'] or ''}", file=sys.stderr)
+            return 1
+        sched = client.schedule(job["schedule_id"])
+        print(
+            f"schedule {sched['id']}: {sched['latency_us']:.2f} us, {sched['gflops']:.1f} GFLOPS, "
+            f"{sched['speedup_vs_untuned']:.1f}x faster than untuned, "
+            f"{sched['trials']} trials, max error {sched['max_abs_error']:.2g}"
+        )
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """Print a job as JSON."""
+    with TunehubClient(args.server) as client:
+        print(json.dumps(client.job(args.job_id), indent=2))
+    return 0
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    """Cancel a job."""
+    with TunehubClient(args.server) as client:
+        job = client.cancel(args.job_id)
+    print(
+        f"job {job['id']}: {job['state']}"
+        + (" (cancel requested)" if job["state"] == "running" else "")
+    )
+    return 0
+
+
+def cmd_schedules(args: argparse.Namespace) -> int:
+    """List verified best schedules."""
+    with TunehubClient(args.server) as client:
+        rows = client.schedules(args.operator, args.target)
+    print(
+        f"{'id':>4}  {'operator':<10} {'params':<28} {'target':<20} {'latency_us':>11} "
+        f"{'GFLOPS':>8} {'speedup':>8} {'trials':>6}"
+    )
+    for s in rows:
+        params = ",".join(f"{k}={v}" for k, v in s["workload"]["params"].items())
+        print(
+            f"{s['id']:>4}  {s['workload']['operator'] or '-':<10} {params:<28} "
+            f"{s['target']['label']:<20} {s['latency_us']:>11.2f} {s['gflops']:>8.1f} "
+            f"{s['speedup_vs_untuned']:>7.1f}x {s['trials']:>6}"
+        )
+    return 0
+
+
+def cmd_fetch(args: argparse.Namespace) -> int:
+    """Download a schedule's shared library (sha256-checked), or its JSON with --schedule."""
+    with TunehubClient(args.server) as client:
+        if args.schedule:
+            text = json.dumps(client.schedule(args.schedule_id), indent=2)
+            Path(args.output).write_text(text) if args.output else print(text)
+            return 0
+        output = args.output or f"schedule{args.schedule_id}.so"
+        sha = client.download_artifact(args.schedule_id, output)
+    print(f"{output}: sha256 {sha}")
+    return 0
+
+
+def cmd_operators(args: argparse.Namespace) -> int:
+    """Print the operator catalog."""
+    with TunehubClient(args.server) as client:
+        for op in client.operators():
+            params = ", ".join(op["params_schema"].get("properties", {}))
+            print(f"{op['name']:<16} {op['description']}  [{params}]")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of `tunehub`."""
+    parser = argparse.ArgumentParser(prog="tunehub", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def data_options(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--data-dir", help="data folder (default ./tunehub-data)")
+        p.add_argument("--database-url", help="SQLAlchemy URL of the store")
+        p.add_argument("--broker-url", help="Celery broker URL")
+
+    def server_option(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--server", help="tunehub URL (default $TUNEHUB_URL or http://127.0.0.1:8000)"
+        )
+
+    p = sub.add_parser("serve", help="run the API and local workers")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--workers", type=int, default=1)
+    data_options(p)
+    p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("worker", help="run a worker for some targets")
+    p.add_argument("--target", action="append", help='"host" or a JSON target; repeatable')
+    p.add_argument("--name", help="worker name (default tunehub-<random>@<hostname>)")
+    data_options(p)
+    p.set_defaults(func=cmd_worker)
+
+    p = sub.add_parser("submit", help="submit a tuning job")
+    p.add_argument("operator")
+    p.add_argument("--param", action="append", type=_parse_param, help="NAME=VALUE")
+    p.add_argument("--target", default="host")
+    p.add_argument("--trials", type=int, default=64)
+    p.add_argument("--wait", action="store_true", help="follow progress until the job ends")
+    server_option(p)
+    p.set_defaults(func=cmd_submit)
+
+    for name, func, help_text in (
+        ("status", cmd_status, "show a job"),
+        ("cancel", cmd_cancel, "cancel a job"),
+    ):
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument("job_id", type=int)
+        server_option(p)
+        p.set_defaults(func=func)
+
+    p = sub.add_parser("schedules", help="list verified best schedules")
+    p.add_argument("--operator")
+    p.add_argument("--target", help="key, label or 'host'")
+    server_option(p)
+    p.set_defaults(func=cmd_schedules)
+
+    p = sub.add_parser("fetch", help="download a schedule's compiled library")
+    p.add_argument("schedule_id", type=int)
+    p.add_argument("-o", "--output")
+    p.add_argument("--schedule", action="store_true", help="fetch the schedule JSON instead")
+    server_option(p)
+    p.set_defaults(func=cmd_fetch)
+
+    p = sub.add_parser("operators", help="list the operator catalog")
+    server_option(p)
+    p.set_defaults(func=cmd_operators)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `tunehub` console script."""
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except TunehubError as err:
+        print(f"tunehub: {err}", file=sys.stderr)
+        return 2
+    except IntegrityError as err:
+        print(f"tunehub: {err}", file=sys.stderr)
+        return 3
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

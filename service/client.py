@@ -1,0 +1,139 @@
+"""A Python client of the tunehub REST API (what the CLI and builds use)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+FINAL_STATES = ("succeeded", "failed", "cancelled")
+
+
+class TunehubError(Exception):
+    """An error answer of the service (``status`` and FastAPI's ``detail``)."""
+
+    def __init__(self, status: int, detail: Any) -> None:
+        super().__init__(f"HTTP {status}: {detail}")
+        self.status = status
+        self.detail = detail
+
+
+class IntegrityError(Exception):
+    """A downloaded artifact whose sha256 differs from what the service announced."""
+
+
+class TunehubClient:
+    """Talks to one tunehub server (``TUNEHUB_URL`` or http://127.0.0.1:8000 by default)."""
+
+    def __init__(self, base_url: str | None = None, timeout: float = 60.0) -> None:
+        self.base_url = (base_url or os.environ.get("TUNEHUB_URL") or DEFAULT_URL).rstrip("/")
+        self.http = httpx.Client(base_url=self.base_url + "/api/v1", timeout=timeout)
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self.http.close()
+
+    def __enter__(self) -> TunehubClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _json(self, response: httpx.Response) -> Any:
+        if response.status_code >= 400:
+            try:
+                detail = response.json().get("detail")
+            except ValueError:
+                detail = response.text
+            raise TunehubError(response.status_code, detail)
+        return response.json()
+
+    # -- jobs ---------------------------------------------------------------------------------
+    def submit(
+        self,
+        operator: str,
+        params: dict[str, Any],
+        target: str | dict[str, Any] = "host",
+        trials: int = 64,
+    ) -> dict[str, Any]:
+        """Submit a tuning job; returns the job (already succeeded if it was a cache hit)."""
+        body = {
+            "operator": {"name": operator, "params": params},
+            "target": target,
+            "trials": trials,
+        }
+        return self._json(self.http.post("/jobs", json=body))
+
+    def job(self, job_id: int) -> dict[str, Any]:
+        """The job's current state and progress."""
+        return self._json(self.http.get(f"/jobs/{job_id}"))
+
+    def cancel(self, job_id: int) -> dict[str, Any]:
+        """Ask the service to cancel a job."""
+        return self._json(self.http.post(f"/jobs/{job_id}/cancel"))
+
+    def wait(
+        self,
+        job_id: int,
+        on_progress: Callable[[dict[str, Any]], None] | None = None,
+        poll_s: float = 1.0,
+        timeout_s: float | None = None,
+    ) -> dict[str, Any]:
+        """Poll a job until it is final; ``on_progress`` sees every poll. Returns the job."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while True:
+            job = self.job(job_id)
+            if on_progress:
+                on_progress(job)
+            if job["state"] in FINAL_STATES:
+                return job
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"job {job_id} still {job['state']} after {timeout_s} s")
+            time.sleep(poll_s)
+
+    # -- schedules ----------------------------------------------------------------------------
+    def schedules(self, operator: str | None = None, target: str | None = None) -> list[dict]:
+        """Verified best schedules, filtered by operator and target (key, label or 'host')."""
+        params = {k: v for k, v in {"operator": operator, "target": target}.items() if v}
+        return self._json(self.http.get("/schedules", params=params))
+
+    def schedule(self, schedule_id: int) -> dict[str, Any]:
+        """One schedule with its trace and TIR."""
+        return self._json(self.http.get(f"/schedules/{schedule_id}"))
+
+    def download_artifact(self, schedule_id: int, dest: str | Path) -> str:
+        """Download a schedule's shared library to ``dest`` and check its sha256 (returned)."""
+        dest = Path(dest)
+        digest = hashlib.sha256()
+        partial = dest.with_name(dest.name + ".partial")
+        with self.http.stream("GET", f"/schedules/{schedule_id}/artifact") as response:
+            if response.status_code >= 400:
+                response.read()
+                self._json(response)
+            announced = response.headers.get("x-content-sha256", "")
+            with open(partial, "wb") as handle:
+                for chunk in response.iter_bytes():
+                    digest.update(chunk)
+                    handle.write(chunk)
+        if digest.hexdigest() != announced:
+            partial.unlink(missing_ok=True)
+            raise IntegrityError(
+                f"artifact of schedule {schedule_id}: sha256 {digest.hexdigest()} != "
+                f"announced {announced!r}"
+            )
+        partial.replace(dest)
+        return announced
+
+    def operators(self) -> list[dict[str, Any]]:
+        """The operator catalog with parameter schemas."""
+        return self._json(self.http.get("/operators"))
+
+    def targets(self) -> dict[str, Any]:
+        """The host target and every known target."""
+        return self._json(self.http.get("/targets"))

@@ -1,0 +1,134 @@
+"""The job queue: Celery delivering job ids to the workers of each target.
+
+A message carries only a job id; the job table is the source of truth. One queue per target key
+(`queue_name`); a worker consumes the queues of the targets it has, one job at a time
+(``acks_late``, ``prefetch_multiplier=1``, solo pool: measurements never share cores).
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from celery import Celery
+from kombu.transport import sqlalchemy as kombu_sqlalchemy
+
+from service.settings import Settings
+
+TASK_NAME = "tunehub.tune_job"
+SQLITE_BROKER_POLL_S = 0.5
+
+log = logging.getLogger("tunehub.queue")
+
+# The SQLite broker polls; its interval is a class attribute (transport options do not reach it).
+kombu_sqlalchemy.Transport.polling_interval = SQLITE_BROKER_POLL_S
+
+
+def queue_name(target_key: str) -> str:
+    """The Celery queue of a target."""
+    return f"tunehub.{target_key}"
+
+
+def make_celery(settings: Settings) -> Celery:
+    """A Celery app for these settings, with the tune task registered."""
+    app = Celery("tunehub", broker=settings.broker, set_as_current=False)
+    options: dict[str, Any] = {}
+    if settings.broker.startswith(("redis://", "rediss://")):
+        # Redis redelivers an unacked message after visibility_timeout: longer than any job.
+        options["visibility_timeout"] = 7 * 24 * 3600
+    app.conf.update(
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        task_ignore_result=True,
+        task_serializer="json",
+        accept_content=["json"],
+        broker_connection_retry_on_startup=True,
+        broker_transport_options=options,
+        worker_hijack_root_logger=False,
+        worker_send_task_events=False,
+    )
+    app.task(name=TASK_NAME, bind=False, acks_late=True)(_tune_job_task)
+    return app
+
+
+_worker_context: Any = None
+
+
+def _tune_job_task(job_id: int) -> str:
+    """The Celery task: run the job in this worker (see `tuning.job_runner.run_job`)."""
+    from tuning.job_runner import run_job
+
+    if _worker_context is None:
+        raise RuntimeError("tune task delivered to a process that is not a tunehub worker")
+    return run_job(_worker_context, int(job_id))
+
+
+class JobQueue:
+    """Sends job ids to the broker (the API side of the queue)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.app = make_celery(settings)
+
+    def enqueue(self, job_id: int, queue: str) -> None:
+        """Hand a job to the broker on its target's queue."""
+        self.app.send_task(TASK_NAME, args=[job_id], queue=queue)
+
+    def close(self) -> None:
+        """Release broker connections."""
+        self.app.close()
+
+
+def run_worker(
+    settings: Settings, target_specs: list[str], name: str | None = None, loglevel: str = "INFO"
+) -> None:
+    """Run a worker for ``target_specs`` ("host" or JSON targets) until it is stopped (blocks).
+
+    The worker records its targets in the store and consumes their queues.
+
+    TVM and its tensor intrinsics are imported here, once, before the first job (the import
+    takes ~26 s on a 2-core machine; doing it per job would bill every job for it).
+    """
+    global _worker_context
+    import tvm.s_tir.tensor_intrin  # noqa: F401 - the one-off import, at worker start
+
+    from schedules_db import Store, make_engine, upgrade_schema
+    from tuning.job_runner import WorkerContext
+    from tuning.targets import HOST, host_fingerprint, resolve_target
+
+    engine = make_engine(settings.store_url)
+    upgrade_schema(engine)
+    store = Store(engine)
+    queues = []
+    for spec in target_specs:
+        target = resolve_target(spec)
+        fingerprint = host_fingerprint() if spec == HOST else {}
+        row = store.get_or_create_target(target.canonical, target.kind, target.label, fingerprint)
+        queues.append(queue_name(row.key))
+    node = name or f"tunehub-{uuid.uuid4().hex[:8]}@{socket.gethostname()}"
+    _worker_context = WorkerContext(
+        store=store,
+        artifact_dir=settings.artifacts,
+        worker_name=node,
+        stale_after=timedelta(seconds=settings.stale_after_s),
+        heartbeat_every_s=settings.heartbeat_every_s,
+        num_trials_per_iter=settings.num_trials_per_iter,
+    )
+    app = make_celery(settings)
+    log.info("worker %s consuming %s", node, ", ".join(queues))
+    app.worker_main(
+        [
+            "worker",
+            "--pool=solo",
+            "--concurrency=1",
+            "--without-gossip",
+            "--without-mingle",
+            f"--loglevel={loglevel}",
+            f"--hostname={node}",
+            "-Q",
+            ",".join(queues),
+        ]
+    )

@@ -1,0 +1,135 @@
+"""Request bodies and the JSON shapes of jobs, schedules and targets."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from schedules_db.models import JobRow, ScheduleRow, TargetRow, WorkloadRow
+
+
+class OperatorSpec(BaseModel):
+    """A catalog operator and its parameters."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(min_length=1, max_length=64)
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class JobCreate(BaseModel):
+    """Body of ``POST /api/v1/jobs``."""
+
+    model_config = ConfigDict(extra="forbid")
+    operator: OperatorSpec
+    target: str | dict[str, Any] = Field(
+        default="host", description='"host", or a TVM target as a JSON object'
+    )
+    trials: Annotated[int, Field(strict=True, ge=1)]
+    submitted_by: str | None = Field(default=None, max_length=255)
+
+
+def iso(value: datetime | None) -> str | None:
+    """ISO 8601 in UTC (SQLite hands back naive datetimes; they are UTC)."""
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=timezone.utc)
+    return value.isoformat()
+
+
+def gflops(flop: float, latency_us: float | None) -> float | None:
+    """GFLOP/s of a kernel doing ``flop`` in ``latency_us``."""
+    if not latency_us or not flop:
+        return None
+    return flop / (latency_us * 1e-6) / 1e9
+
+
+def target_json(row: TargetRow) -> dict[str, Any]:
+    """A target as the API shows it."""
+    return {
+        "key": row.key,
+        "label": row.label,
+        "kind": row.kind,
+        "canonical": json.loads(row.canonical_json),
+        "fingerprint": row.fingerprint,
+    }
+
+
+def workload_json(row: WorkloadRow) -> dict[str, Any]:
+    """A workload as the API shows it."""
+    return {
+        "id": row.id,
+        "structural_hash": row.shash,
+        "operator": row.operator,
+        "params": row.params,
+        "flop": row.flop,
+    }
+
+
+def job_json(job: JobRow, workload: WorkloadRow, target: TargetRow) -> dict[str, Any]:
+    """A job as the API shows it."""
+    return {
+        "id": job.id,
+        "state": job.state,
+        "operator": {"name": workload.operator, "params": workload.params},
+        "workload": workload_json(workload),
+        "target": target_json(target),
+        "trials": job.trials,
+        "queue": job.queue,
+        "progress": {
+            "trials_done": job.trials_done,
+            "best_latency_us": job.best_latency_us,
+            "best_gflops": gflops(workload.flop, job.best_latency_us),
+        },
+        "cache_hit": job.cache_hit,
+        "schedule_id": job.schedule_id,
+        "attempt": job.attempt,
+        "worker": job.worker,
+        "cancel_requested": job.cancel_requested,
+        "error": job.error,
+        "submitted_by": job.submitted_by,
+        "created_at": iso(job.created_at),
+        "started_at": iso(job.started_at),
+        "finished_at": iso(job.finished_at),
+        "heartbeat_at": iso(job.heartbeat_at),
+    }
+
+
+def schedule_json(
+    row: ScheduleRow,
+    workload: WorkloadRow,
+    target: TargetRow,
+    artifact: Any,
+    record: Any,
+    detail: bool,
+) -> dict[str, Any]:
+    """A schedule as the API shows it; ``detail`` adds the trace and the scheduled TIR."""
+    body = {
+        "id": row.id,
+        "workload": workload_json(workload),
+        "target": target_json(target),
+        "latency_us": row.latency_us,
+        "untuned_latency_us": row.untuned_latency_us,
+        "gflops": gflops(workload.flop, row.latency_us),
+        "speedup_vs_untuned": row.untuned_latency_us / row.latency_us,
+        "trials": row.trials,
+        "max_abs_error": row.max_abs_error,
+        "record_id": row.record_id,
+        "tvm_version": record.tvm_version if record else None,
+        "job_id": row.job_id,
+        "created_at": iso(row.created_at),
+        "updated_at": iso(row.updated_at),
+        "artifact": {
+            "sha256": artifact.sha256,
+            "size": artifact.size,
+            "kind": artifact.kind,
+            "url": f"/api/v1/schedules/{row.id}/artifact",
+        },
+    }
+    if detail:
+        body["trace"] = json.loads(record.trace_json) if record else None
+        body["tir"] = row.tir
+    return body

@@ -1,0 +1,85 @@
+"""Service configuration: one dataclass read from flags and ``TUNEHUB_*`` environment variables."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+ENV_PREFIX = "TUNEHUB_"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Where tunehub keeps its data and how it talks to the broker.
+
+    Defaults are the embedded setup: everything under ``data_dir`` (SQLite store, SQLite broker,
+    artifacts), so `tunehub serve` needs no other server.
+    """
+
+    data_dir: Path = Path("./tunehub-data")
+    database_url: str | None = None  # default: sqlite:///<data_dir>/tunehub.db
+    broker_url: str | None = None  # default: sqla+sqlite:///<data_dir>/broker.db
+    artifact_dir: Path | None = None  # default: <data_dir>/artifacts
+    max_trials: int = 20000
+    stale_after_s: float = 90.0
+    heartbeat_every_s: float = 10.0
+    reaper_every_s: float = 15.0
+    requeue_after_s: float = 300.0
+    num_trials_per_iter: int = 64
+
+    @classmethod
+    def from_env(cls, **overrides: object) -> Settings:
+        """Settings from ``TUNEHUB_*`` variables, then explicit ``overrides`` (flags) on top."""
+        env = os.environ
+        values: dict[str, object] = {}
+        for name, kind in (
+            ("data_dir", Path),
+            ("database_url", str),
+            ("broker_url", str),
+            ("artifact_dir", Path),
+            ("max_trials", int),
+            ("stale_after_s", float),
+            ("heartbeat_every_s", float),
+            ("reaper_every_s", float),
+            ("requeue_after_s", float),
+            ("num_trials_per_iter", int),
+        ):
+            raw = env.get(ENV_PREFIX + name.upper())
+            if raw:
+                values[name] = kind(raw)
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return replace(cls(), **values)
+
+    @property
+    def resolved_data_dir(self) -> Path:
+        """The data folder as an absolute path."""
+        return self.data_dir.expanduser().resolve()
+
+    @property
+    def store_url(self) -> str:
+        """The SQLAlchemy URL of the store."""
+        return self.database_url or f"sqlite:///{self.resolved_data_dir / 'tunehub.db'}"
+
+    @property
+    def broker(self) -> str:
+        """The Celery broker URL."""
+        return self.broker_url or f"sqla+sqlite:///{self.resolved_data_dir / 'broker.db'}"
+
+    @property
+    def artifacts(self) -> Path:
+        """The artifact directory as an absolute path."""
+        return (self.artifact_dir or self.resolved_data_dir / "artifacts").expanduser().resolve()
+
+    def as_env(self) -> dict[str, str]:
+        """These settings as ``TUNEHUB_*`` variables, for child processes (workers)."""
+        return {
+            ENV_PREFIX + "DATA_DIR": str(self.resolved_data_dir),
+            ENV_PREFIX + "DATABASE_URL": self.store_url,
+            ENV_PREFIX + "BROKER_URL": self.broker,
+            ENV_PREFIX + "ARTIFACT_DIR": str(self.artifacts),
+            ENV_PREFIX + "MAX_TRIALS": str(self.max_trials),
+            ENV_PREFIX + "STALE_AFTER_S": str(self.stale_after_s),
+            ENV_PREFIX + "HEARTBEAT_EVERY_S": str(self.heartbeat_every_s),
+            ENV_PREFIX + "NUM_TRIALS_PER_ITER": str(self.num_trials_per_iter),
+        }

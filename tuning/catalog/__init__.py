@@ -1,0 +1,31 @@
+"""The operator catalog: a registry of `Operator` instances by name."""
+
+from __future__ import annotations
+
+from tuning.catalog.base import Operator, OpParams
+from tuning.catalog.matmul import Matmul
+
+REGISTRY: dict[str, Operator] = {}
+
+
+def register(op: Operator) -> Operator:
+    """Add an operator to the catalog (names are unique)."""
+    if op.name in REGISTRY:
+        raise ValueError(f"operator {op.name!r} registered twice")
+    REGISTRY[op.name] = op
+    return op
+
+
+def get_operator(name: str) -> Operator | None:
+    """The operator of this name, or None."""
+    return REGISTRY.get(name)
+
+
+def list_operators() -> list[Operator]:
+    """Every operator, sorted by name."""
+    return [REGISTRY[name] for name in sorted(REGISTRY)]
+
+
+register(Matmul())
+
+__all__ = ["Operator", "OpParams", "get_operator", "list_operators", "register"]

@@ -1,0 +1,60 @@
+"""What a catalog operator is: a typed parameter schema, a TE definition, a numpy reference and a
+FLOP count. Adding an operator is one small module that subclasses `Operator` and registers it."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Annotated, Any, ClassVar
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+MAX_DIM = 8192
+
+Dim = Annotated[int, Field(strict=True, ge=1, le=MAX_DIM, description=f"extent, 1..{MAX_DIM}")]
+
+
+class OpParams(BaseModel):
+    """Base of every operator's parameter model: unknown fields are errors, numbers are strict."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Operator(ABC):
+    """A catalog operator. Subclasses set `name`, `description`, `Params` and `example`."""
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    Params: ClassVar[type[OpParams]]
+    example: ClassVar[dict[str, Any]]
+
+    @abstractmethod
+    def build(self, params: OpParams) -> Any:
+        """The operator as a TVM PrimFunc (inputs first, then the output)."""
+
+    @abstractmethod
+    def reference(self, params: OpParams, inputs: list[np.ndarray]) -> np.ndarray:
+        """The expected output for ``inputs``, computed with numpy in float64."""
+
+    @abstractmethod
+    def flop(self, params: OpParams) -> float:
+        """Floating-point operations of one call (a multiply-add counts two)."""
+
+    def tolerance(self, params: OpParams) -> tuple[float, float]:
+        """(rtol, atol) for comparing the kernel's output with the reference."""
+        return 1e-4, 1e-5
+
+    def make_inputs(
+        self, params: OpParams, func: Any, rng: np.random.Generator
+    ) -> list[np.ndarray]:
+        """Random inputs matching the PrimFunc's input buffers (uniform in [-1, 1))."""
+        from tuning.workload import arg_specs
+
+        return [
+            rng.uniform(-1.0, 1.0, size=shape).astype(dtype)
+            for shape, dtype in arg_specs(func)[:-1]
+        ]
+
+    def schema(self) -> dict[str, Any]:
+        """JSON Schema of the parameters."""
+        return self.Params.model_json_schema()

@@ -1,0 +1,58 @@
+"""matmul: C[M, N] = A[M, K] @ B[K, N]."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import model_validator
+
+from tuning.catalog.base import Dim, Operator, OpParams
+
+MAX_MACS = 2**36  # ~137 GFLOP per call: beyond this one measurement takes seconds
+
+
+class MatmulParams(OpParams):
+    """Shapes of A (M×K) and B (K×N)."""
+
+    M: Dim
+    N: Dim
+    K: Dim
+    dtype: Literal["float32"] = "float32"
+
+    @model_validator(mode="after")
+    def _not_absurd(self) -> MatmulParams:
+        if self.M * self.N * self.K > MAX_MACS:
+            raise ValueError(f"M*N*K = {self.M * self.N * self.K} exceeds the limit {MAX_MACS}")
+        return self
+
+
+class Matmul(Operator):
+    """Dense matrix product of two row-major matrices."""
+
+    name = "matmul"
+    description = "C[M,N] = A[M,K] @ B[K,N] (row-major, fp32 accumulate)"
+    Params = MatmulParams
+    example = {"M": 512, "N": 512, "K": 512}
+
+    def build(self, params: MatmulParams) -> Any:
+        from tvm import te
+
+        a = te.placeholder((params.M, params.K), params.dtype, name="A")
+        b = te.placeholder((params.K, params.N), params.dtype, name="B")
+        k = te.reduce_axis((0, params.K), name="k")
+        c = te.compute(
+            (params.M, params.N), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C"
+        )
+        return te.create_prim_func([a, b, c])
+
+    def reference(self, params: MatmulParams, inputs: list[np.ndarray]) -> np.ndarray:
+        a, b = inputs
+        return a.astype(np.float64) @ b.astype(np.float64)
+
+    def flop(self, params: MatmulParams) -> float:
+        return 2.0 * params.M * params.N * params.K
+
+    def tolerance(self, params: MatmulParams) -> tuple[float, float]:
+        # fp32 accumulation over K terms of magnitude <= 1: error grows ~ K * eps.
+        return 1e-4, 1e-5 + 2e-7 * params.K

@@ -1,0 +1,221 @@
+"""Running one job on a worker: claim it, search, verify the best, export it, publish it.
+
+The worker process calls `run_job(context, job_id)` for each delivered message; a delivery that
+does not win the claim returns at once (another worker owns the job, or it is final).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import tempfile
+import threading
+import traceback
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from schedules_db.store import JobState, NewSchedule, Store
+from tuning.artifacts import publish
+from tuning.catalog import get_operator
+from tuning.search import BatchReport, SearchCancelled, run_search
+from tuning.verify import (
+    VerificationError,
+    apply_trace,
+    check_close,
+    compile_to_library,
+    run_module,
+    time_module,
+)
+from tuning.workload import arg_specs, load_mod
+
+log = logging.getLogger("tunehub.worker")
+
+VERIFY_CANDIDATES = 5  # how many of the fastest records to try before giving up
+
+
+@dataclass
+class WorkerContext:
+    """What a worker needs to run jobs."""
+
+    store: Store
+    artifact_dir: Path
+    worker_name: str
+    stale_after: timedelta = timedelta(seconds=90)
+    heartbeat_every_s: float = 10.0
+    num_trials_per_iter: int = 64
+    seed: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class LostOwnership(Exception):
+    """The job was reclaimed by another worker (this one stopped heart-beating for too long)."""
+
+
+class _Heartbeat(threading.Thread):
+    """Refreshes the job's heartbeat while the search runs (batches can take minutes)."""
+
+    def __init__(self, store: Store, job_id: int, worker: str, every_s: float) -> None:
+        super().__init__(name=f"heartbeat-{job_id}", daemon=True)
+        self.store, self.job_id, self.worker, self.every_s = store, job_id, worker, every_s
+        self.stopped = threading.Event()
+        self.lost = False
+
+    def run(self) -> None:
+        while not self.stopped.wait(self.every_s):
+            try:
+                if not self.store.heartbeat(self.job_id, self.worker):
+                    self.lost = True
+                    return
+            except Exception:  # a database hiccup: try again next beat
+                log.exception("heartbeat of job %s failed", self.job_id)
+
+
+class _Reference:
+    """Expected outputs: numpy for catalog operators, the unscheduled function for raw TIR."""
+
+    def __init__(self, workload: Any, untuned_module: Any, kind: str, func: Any) -> None:
+        self.kind = kind
+        self.func = func
+        self.untuned_module = untuned_module
+        self.op = get_operator(workload.operator) if workload.operator else None
+        self.params = self.op.Params.model_validate(workload.params) if self.op else None
+        rng = np.random.default_rng(0)
+        specs = arg_specs(func)
+        self.out_shape, self.out_dtype = specs[-1]
+        if self.op is not None:
+            self.inputs = self.op.make_inputs(self.params, func, rng)
+            self.expected = self.op.reference(self.params, self.inputs)
+            self.rtol, self.atol = self.op.tolerance(self.params)
+        else:
+            self.inputs = [rng.uniform(-1, 1, size=s).astype(d) for s, d in specs[:-1]]
+            self.expected = run_module(
+                untuned_module, kind, self.inputs, self.out_shape, self.out_dtype
+            )
+            self.rtol, self.atol = 1e-4, 1e-5
+
+    def check(self, module: Any) -> float:
+        actual = run_module(module, self.kind, self.inputs, self.out_shape, self.out_dtype)
+        return check_close(actual, self.expected, self.rtol, self.atol)
+
+
+def run_job(ctx: WorkerContext, job_id: int) -> str:
+    """Run one job to a final state. Returns the job's state afterwards (or "not-claimed")."""
+    store = ctx.store
+    if not store.claim_job(job_id, ctx.worker_name, ctx.stale_after):
+        log.info("job %s: not claimed (owned by another worker or final)", job_id)
+        return "not-claimed"
+    heartbeat = _Heartbeat(store, job_id, ctx.worker_name, ctx.heartbeat_every_s)
+    heartbeat.start()
+    work_dir = Path(tempfile.mkdtemp(prefix=f"tunehub-job{job_id}-"))
+    try:
+        schedule_id = _tune_and_publish(ctx, job_id, work_dir, heartbeat)
+        if schedule_id is None:
+            raise LostOwnership(f"job {job_id} was reclaimed by another worker")
+        log.info("job %s: succeeded, schedule %s", job_id, schedule_id)
+        return JobState.SUCCEEDED.value
+    except LostOwnership as err:
+        log.warning("%s", err)
+        return "lost"
+    except SearchCancelled:
+        store.cancel_running(job_id, ctx.worker_name)
+        return JobState.CANCELLED.value
+    except Exception as err:
+        log.error("job %s failed:\n%s", job_id, traceback.format_exc())
+        store.fail_job(job_id, ctx.worker_name, f"{type(err).__name__}: {err}")
+        return JobState.FAILED.value
+    finally:
+        heartbeat.stopped.set()
+        shutil.rmtree(work_dir, ignore_errors=True)
+
+
+def _tune_and_publish(
+    ctx: WorkerContext, job_id: int, work_dir: Path, heartbeat: _Heartbeat
+) -> int | None:
+    from schedules_db.ms_database import StoreDatabase
+
+    store = ctx.store
+    job = store.get_job(job_id)
+    workload = store.get_workload(job.workload_id)
+    target_row = store.get_target(job.target_id)
+    from tvm.target import Target
+
+    target = Target(json.loads(target_row.canonical_json))
+    mod = load_mod(workload.mod_json)
+    database = StoreDatabase(store, target_row.id, job_id)
+
+    def on_batch(report: BatchReport) -> None:
+        if heartbeat.lost:
+            raise LostOwnership(f"job {job_id} was reclaimed by another worker")
+        stored_best = store.top_k_records(workload.id, target_row.id, 1)
+        best = stored_best[0].mean_run_us if stored_best else report.best_us
+        if not store.update_progress(job_id, ctx.worker_name, report.trials_done, best):
+            raise LostOwnership(f"job {job_id} was reclaimed by another worker")
+        if store.cancel_was_requested(job_id):
+            raise SearchCancelled()
+        log.info(
+            "job %s: %d/%d trials, best %.1f us",
+            job_id,
+            report.trials_done,
+            job.trials,
+            best or float("nan"),
+        )
+
+    run_search(
+        mod,
+        target,
+        database,
+        job.trials,
+        str(work_dir),
+        on_batch,
+        num_trials_per_iter=ctx.num_trials_per_iter,
+        seed=ctx.seed,
+    )
+    return _verify_and_publish(ctx, job_id, workload, target_row, target, mod, work_dir)
+
+
+def _verify_and_publish(
+    ctx: WorkerContext,
+    job_id: int,
+    workload: Any,
+    target_row: Any,
+    target: Any,
+    mod: Any,
+    work_dir: Path,
+) -> int | None:
+    store = ctx.store
+    func = mod["main"]
+    specs = arg_specs(func)
+    untuned = compile_to_library(mod, target, work_dir / "untuned.so")
+    untuned_time = time_module(untuned, target_row.kind, specs, repeat=3, min_repeat_ms=0)
+    reference = _Reference(workload, untuned, target_row.kind, func)
+    failures = []
+    for record in store.top_k_records(workload.id, target_row.id, VERIFY_CANDIDATES):
+        path = work_dir / f"candidate-{record.id}.so"
+        try:
+            scheduled = apply_trace(mod, record.trace_json)
+            module = compile_to_library(scheduled, target, path)
+            error = reference.check(module)
+        except VerificationError as err:
+            failures.append(f"record {record.id}: {err}")
+            log.warning("job %s: record %s failed verification: %s", job_id, record.id, err)
+            continue
+        timing = time_module(module, target_row.kind, specs)
+        artifact = publish(ctx.artifact_dir, path)
+        new = NewSchedule(
+            record_id=record.id,
+            latency_us=timing.median_us,
+            untuned_latency_us=untuned_time.median_us,
+            max_abs_error=error,
+            tir=scheduled.script(),
+            artifact_sha256=artifact.sha256,
+            artifact_size=artifact.size,
+            artifact_path=artifact.relpath,
+        )
+        return store.finish_job(job_id, ctx.worker_name, new)
+    detail = "; ".join(failures) or "no candidate was measured successfully"
+    raise VerificationError(f"no candidate passed verification: {detail}")

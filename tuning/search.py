@@ -1,0 +1,146 @@
+"""MetaSchedule search: evolutionary search guided by the XGBoost cost model, with our builder,
+a quiet logger, and a callback that reports every measured batch."""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from tuning.builder import make_builder
+from tuning.targets import physical_cores
+
+log = logging.getLogger("tunehub.search")
+
+FAILED_SECS = 1e9
+
+
+class SearchCancelled(Exception):
+    """Raised from the progress callback to stop a search between two batches."""
+
+
+@dataclass
+class BatchReport:
+    """What one measured batch adds to a search."""
+
+    trials_done: int  # candidates measured by this search so far
+    batch_size: int
+    batch_failures: int
+    best_us: float | None  # best mean latency seen by this search so far
+
+
+OnBatch = Callable[[BatchReport], None]
+
+
+def _mean_secs(result: Any) -> float | None:
+    if result.error_msg is not None or not result.run_secs:
+        return None
+    secs = [float(x) for x in result.run_secs]
+    mean = sum(secs) / len(secs)
+    return None if mean >= FAILED_SECS or math.isnan(mean) else mean
+
+
+def _progress_callback(on_batch: OnBatch) -> Any:
+    from tvm.ir.utils import derived_object
+    from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
+
+    @derived_object
+    class ProgressCallback(PyMeasureCallback):
+        """Reports each batch after the default callbacks stored its records."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.trials_done = 0
+            self.best_secs: float | None = None
+
+        def apply(
+            self, task_scheduler, task_id, measure_candidates, builder_results, runner_results
+        ) -> None:  # noqa: ANN001 - signature fixed by TVM
+            means = [_mean_secs(r) for r in runner_results]
+            ok = [m for m in means if m is not None]
+            if ok:
+                batch_best = min(ok)
+                if self.best_secs is None or batch_best < self.best_secs:
+                    self.best_secs = batch_best
+            self.trials_done += len(runner_results)
+            on_batch(
+                BatchReport(
+                    trials_done=self.trials_done,
+                    batch_size=len(runner_results),
+                    batch_failures=len(means) - len(ok),
+                    best_us=None if self.best_secs is None else self.best_secs * 1e6,
+                )
+            )
+
+    return ProgressCallback()
+
+
+def make_runner(timeout_sec: float = 60.0) -> Any:
+    """A `LocalRunner` that times each candidate like `time_evaluator` does for artifacts."""
+    from tvm.s_tir.meta_schedule.runner import EvaluatorConfig, LocalRunner
+
+    return LocalRunner(
+        timeout_sec=timeout_sec,
+        evaluator_config=EvaluatorConfig(
+            number=3, repeat=3, min_repeat_ms=50, enable_cpu_cache_flush=False
+        ),
+    )
+
+
+def run_search(
+    mod: Any,
+    target: Any,
+    database: Any,
+    trials: int,
+    work_dir: str,
+    on_batch: OnBatch,
+    *,
+    num_trials_per_iter: int = 64,
+    seed: int | None = None,
+    num_cores: int | None = None,
+) -> None:
+    """Tune ``mod`` (one PrimFunc "main") for ``trials`` measured candidates.
+
+    Every measured candidate is committed to ``database`` by MetaSchedule's default callbacks
+    before ``on_batch`` sees the batch. ``on_batch`` may raise `SearchCancelled` to stop.
+    """
+    from tvm.s_tir.meta_schedule import TuneContext
+    from tvm.s_tir.meta_schedule.cost_model import XGBModel
+    from tvm.s_tir.meta_schedule.measure_callback import MeasureCallback
+    from tvm.s_tir.meta_schedule.tune import tune_tasks
+
+    cores = num_cores or physical_cores()
+    context = TuneContext(
+        mod=mod,
+        target=target,
+        space_generator="post-order-apply",
+        search_strategy="evolutionary",
+        task_name="main",
+        rand_state=-1 if seed is None else seed,
+        num_threads=cores,
+        logger=logging.getLogger("tunehub.metaschedule"),
+    ).clone()
+    builder = make_builder(max_workers=cores)
+    runner = make_runner()
+    callbacks = list(MeasureCallback.create("default")) + [_progress_callback(on_batch)]
+    try:
+        tune_tasks(
+            tasks=[context],
+            task_weights=[1.0],
+            work_dir=work_dir,
+            max_trials_global=trials,
+            max_trials_per_task=trials,
+            num_trials_per_iter=min(num_trials_per_iter, trials),
+            builder=builder,
+            runner=runner,
+            database=database,
+            cost_model=XGBModel(num_tuning_cores=cores),
+            measure_callbacks=callbacks,
+            task_scheduler="round-robin",
+        )
+    finally:
+        pool = getattr(runner, "pool", None)
+        if pool is not None:
+            pool.shutdown()

@@ -1,0 +1,137 @@
+"""Hardware targets: resolving a job's target spec to a canonical TVM target, and host detection."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+from dataclasses import dataclass
+from typing import Any
+
+HOST = "host"
+
+
+class TargetError(ValueError):
+    """A target spec that TVM does not accept (unknown kind, bad attribute, CLI-style string)."""
+
+
+@dataclass(frozen=True)
+class ResolvedTarget:
+    """A target as tunehub keys it: TVM's exported dict with sorted keys, a kind and a label."""
+
+    canonical: dict[str, Any]
+    kind: str
+    label: str
+
+    def tvm(self) -> Any:
+        """The `tvm.target.Target` of this canonical dict."""
+        from tvm.target import Target
+
+        return Target(self.canonical)
+
+
+def physical_cores() -> int:
+    """Physical cores of this machine (measurements should not share a core's two threads)."""
+    import psutil
+
+    return psutil.cpu_count(logical=False) or os.cpu_count() or 1
+
+
+def host_target_spec() -> dict[str, Any]:
+    """The llvm target of this machine with its real mcpu and core count (AVX2/AVX-512/FMA)."""
+    from tvm.target.codegen import llvm_get_system_cpu
+
+    return {"kind": "llvm", "mcpu": llvm_get_system_cpu(), "num-cores": physical_cores()}
+
+
+def _jsonable(value: Any) -> Any:
+    """Plain JSON values from TVM's exported target (FFI arrays and maps included)."""
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if hasattr(value, "export"):  # a nested Target (e.g. "host" of a cuda target)
+        return _jsonable(dict(value.export()))
+    if hasattr(value, "items"):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if hasattr(value, "__len__") and hasattr(value, "__getitem__"):
+        return [_jsonable(v) for v in value]
+    return str(value)
+
+
+def _label(canonical: dict[str, Any]) -> str:
+    kind = canonical["kind"]
+    if kind == "llvm":
+        cpu = canonical.get("mcpu") or "generic"
+        cores = canonical.get("num-cores")
+        return f"{cpu}-{cores}c" if cores else cpu
+    if kind == "cuda":
+        return f"cuda-{canonical.get('arch') or 'generic'}"
+    return kind
+
+
+def resolve_target(spec: str | dict[str, Any]) -> ResolvedTarget:
+    """Resolve ``"host"``, a JSON object, or a JSON object's text to a canonical target.
+
+    Raises `TargetError` with a readable reason for anything TVM rejects. CLI strings such as
+    ``"llvm -mcpu=znver4"`` are rejected by TVM 0.27, so they are rejected here too, with a hint.
+    """
+    from tvm.target import Target
+
+    if isinstance(spec, str):
+        if spec == HOST:
+            spec = host_target_spec()
+        else:
+            try:
+                spec = json.loads(spec)
+            except json.JSONDecodeError:
+                raise TargetError(
+                    f"target {spec!r} is neither 'host' nor a JSON object; TVM 0.27 takes "
+                    'targets as JSON, e.g. {"kind": "llvm", "mcpu": "znver4"}'
+                ) from None
+    if not isinstance(spec, dict) or not isinstance(spec.get("kind"), str):
+        raise TargetError('a target must be "host" or a JSON object with a string "kind"')
+    try:
+        target = Target(spec)
+    except Exception as err:  # TVM raises ValueError / TVMError with a readable message
+        raise TargetError(str(err).strip().splitlines()[0]) from None
+    canonical = _jsonable(dict(target.export()))
+    canonical = {k: v for k, v in sorted(canonical.items()) if v not in ("", [], {}, None)}
+    return ResolvedTarget(canonical=canonical, kind=canonical["kind"], label=_label(canonical))
+
+
+def host_fingerprint() -> dict[str, Any]:
+    """What this host is: CPU model, cores, ISA flags of interest, TVM version."""
+    import tvm
+
+    cpu_model = ""
+    flags: list[str] = []
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name") and not cpu_model:
+                    cpu_model = line.split(":", 1)[1].strip()
+                if line.startswith("flags"):
+                    wanted = ("avx", "avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16")
+                    flags = [f for f in line.split(":", 1)[1].split() if f in wanted]
+                    break
+    except OSError:
+        pass
+    return {
+        "cpu_model": cpu_model or platform.processor(),
+        "physical_cores": physical_cores(),
+        "logical_cores": os.cpu_count(),
+        "isa_flags": sorted(set(flags)),
+        "tvm_version": tvm.__version__,
+    }
+
+
+def device_for(kind: str) -> Any:
+    """The TVM device that runs code for a target kind."""
+    import tvm
+
+    if kind == "llvm":
+        return tvm.cpu(0)
+    if kind == "cuda":
+        return tvm.cuda(0)
+    if kind == "rocm":
+        return tvm.rocm(0)
+    raise TargetError(f"no local device for target kind {kind!r}")

@@ -1,0 +1,99 @@
+"""Verification and timing: a candidate is compiled, run on random inputs and compared with the
+reference before it can become a served schedule."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tuning.targets import device_for
+
+
+class VerificationError(Exception):
+    """A candidate whose output does not match the reference."""
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Median latency of ``repeat`` timed runs."""
+
+    median_us: float
+    runs_us: list[float]
+
+
+def apply_trace(mod: Any, trace_json: str) -> Any:
+    """The scheduled IRModule that a stored MetaSchedule trace produces from ``mod``."""
+    from tvm.s_tir.schedule import Schedule, Trace
+
+    sch = Schedule(mod)
+    Trace.apply_json_to_schedule(json.loads(trace_json), sch)
+    return sch.mod
+
+
+def compile_to_library(mod: Any, target: Any, path: Path) -> Any:
+    """Compile ``mod`` with `tvm.compile`, export it as a shared library at ``path`` and load it
+    back: what is verified and timed is exactly the file that will be served."""
+    import tvm
+
+    executable = tvm.compile(mod, target=target)
+    executable.export_library(str(path))
+    return tvm.runtime.load_module(str(path))
+
+
+def run_module(
+    module: Any, kind: str, inputs: list[np.ndarray], out_shape: list[int], out_dtype: str
+) -> np.ndarray:
+    """Call the module's ``main`` on ``inputs`` and return the output."""
+    import tvm
+
+    dev = device_for(kind)
+    args = [tvm.runtime.tensor(x, dev) for x in inputs]
+    out = tvm.runtime.empty(out_shape, out_dtype, dev)
+    module["main"](*args, out)
+    return out.numpy()
+
+
+def time_module(
+    module: Any,
+    kind: str,
+    specs: list[tuple[list[int], str]],
+    repeat: int = 5,
+    min_repeat_ms: int = 100,
+) -> Timing:
+    """Time ``main`` with `time_evaluator` (each run lasts at least ``min_repeat_ms``)."""
+    import tvm
+
+    dev = device_for(kind)
+    args = [tvm.runtime.empty(shape, dtype, dev) for shape, dtype in specs]
+    timer = module.time_evaluator("main", dev, number=1, repeat=repeat, min_repeat_ms=min_repeat_ms)
+    runs = [float(x) * 1e6 for x in timer(*args).results]
+    return Timing(median_us=float(np.median(runs)), runs_us=runs)
+
+
+def max_abs_error(actual: np.ndarray, expected: np.ndarray) -> float:
+    """Largest absolute difference (inf when shapes differ or values are not finite)."""
+    if actual.shape != expected.shape:
+        return float("inf")
+    diff = np.abs(actual.astype(np.float64) - expected.astype(np.float64))
+    return float(np.max(diff)) if diff.size else 0.0
+
+
+def check_close(actual: np.ndarray, expected: np.ndarray, rtol: float, atol: float) -> float:
+    """Raise `VerificationError` unless ``actual`` matches ``expected``; return the max error."""
+    err = max_abs_error(actual, expected)
+    if not np.isfinite(err) or not np.allclose(actual, expected, rtol=rtol, atol=atol):
+        raise VerificationError(
+            f"output differs from the reference: max |error| = {err:.3g} "
+            f"(rtol={rtol:g}, atol={atol:g})"
+        )
+    return err
+
+
+def scratch_dir() -> Path:
+    """A fresh temporary folder for libraries being verified."""
+    return Path(tempfile.mkdtemp(prefix="tunehub-verify-"))
