@@ -435,6 +435,7 @@ class Store:
                         state=JobState.QUEUED.value,
                         error=f"worker {job.worker} stopped heart-beating; requeued",
                     )
+                    .execution_options(synchronize_session=False)
                 )
                 if result.rowcount == 1:
                     requeued.append(job)

@@ -191,7 +191,7 @@ def _verify_and_publish(
     func = mod["main"]
     specs = arg_specs(func)
     untuned = compile_to_library(mod, target, work_dir / "untuned.so")
-    untuned_time = time_module(untuned, target_row.kind, specs, repeat=3, min_repeat_ms=0)
+    untuned_time = time_module(untuned, target_row.kind, specs, repeat=3, min_repeat_ms=50)
     reference = _Reference(workload, untuned, target_row.kind, func)
     failures = []
     for record in store.top_k_records(workload.id, target_row.id, VERIFY_CANDIDATES):

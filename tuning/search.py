@@ -89,6 +89,12 @@ def make_runner(timeout_sec: float = 60.0) -> Any:
     )
 
 
+def batch_size(trials: int, num_trials_per_iter: int) -> int:
+    """Candidates per measured batch: at most ``num_trials_per_iter``, and small enough that a
+    job reports progress (and can be cancelled) at least four times, but not below 8."""
+    return max(1, min(num_trials_per_iter, trials, max(8, math.ceil(trials / 4))))
+
+
 def run_search(
     mod: Any,
     target: Any,
@@ -132,7 +138,7 @@ def run_search(
             work_dir=work_dir,
             max_trials_global=trials,
             max_trials_per_task=trials,
-            num_trials_per_iter=min(num_trials_per_iter, trials),
+            num_trials_per_iter=batch_size(trials, num_trials_per_iter),
             builder=builder,
             runner=runner,
             database=database,

@@ -1,0 +1,203 @@
+"""The REST API over a real uvicorn server (SQLite store, SQLite broker), without workers."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from sqlalchemy import func, select
+
+from schedules_db.models import JobRow, TargetRow, WorkloadRow
+from service.app import create_app
+from service.settings import Settings
+from tests.conftest import TINY, ServerThread
+
+MAX_TRIALS = 500
+
+
+def _server(
+    data_dir: Path, database_url: str | None = None, artifact_dir: Path | None = None
+) -> ServerThread:
+    settings = Settings(
+        data_dir=data_dir,
+        database_url=database_url,
+        artifact_dir=artifact_dir,
+        max_trials=MAX_TRIALS,
+    )
+    return ServerThread(create_app(settings, run_reaper=False))
+
+
+@pytest.fixture(scope="module")
+def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[httpx.Client, Path]]:
+    data_dir = tmp_path_factory.mktemp("api")
+    with _server(data_dir) as server, httpx.Client(base_url=server.url + "/api/v1") as client:
+        yield client, data_dir
+
+
+def _counts(data_dir: Path) -> tuple[int, int, int]:
+    with sqlite3.connect(data_dir / "tunehub.db") as conn:
+        return tuple(
+            conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
+            for t in ("jobs", "workloads", "targets")
+        )
+
+
+def _body(
+    params: object = None, target: object = "host", trials: object = 8, name: str = "matmul"
+) -> dict:
+    return {
+        "operator": {"name": name, "params": params if params is not None else dict(TINY)},
+        "target": target,
+        "trials": trials,
+    }
+
+
+@pytest.mark.parametrize(
+    "body, loc, kind",
+    [
+        (_body(name="conv9d"), ["body", "operator", "name"], "unknown_operator"),
+        (
+            _body({"M": -1, "N": 4, "K": 4}),
+            ["body", "operator", "params", "M"],
+            "greater_than_equal",
+        ),
+        (
+            _body({"M": 0, "N": 4, "K": 4}),
+            ["body", "operator", "params", "M"],
+            "greater_than_equal",
+        ),
+        (_body({"M": 4, "N": 1.5, "K": 4}), ["body", "operator", "params", "N"], "int_type"),
+        (
+            _body({"M": 4, "N": 4, "K": 10**9}),
+            ["body", "operator", "params", "K"],
+            "less_than_equal",
+        ),
+        (_body({"M": 8192, "N": 8192, "K": 8192}), ["body", "operator", "params"], "value_error"),
+        (_body({"M": 4, "N": 4}), ["body", "operator", "params", "K"], "missing"),
+        (_body(target={"kind": "quantum"}), ["body", "target"], "invalid_target"),
+        (_body(target="llvm -mcpu=znver4"), ["body", "target"], "invalid_target"),
+        (_body(trials=0), ["body", "trials"], "greater_than_equal"),
+        (_body(trials=-5), ["body", "trials"], "greater_than_equal"),
+        (_body(trials=MAX_TRIALS + 1), ["body", "trials"], "less_than_equal"),
+        (_body(trials="many"), ["body", "trials"], "int_type"),
+    ],
+)
+def test_bad_input_is_a_422_naming_the_field_and_writes_nothing(
+    api: tuple[httpx.Client, Path], body: dict, loc: list, kind: str
+) -> None:
+    client, data_dir = api
+    before = _counts(data_dir)
+    response = client.post("/jobs", json=body)
+    assert response.status_code == 422, response.text
+    detail = response.json()["detail"]
+    assert any(d["loc"] == loc and d["type"] == kind for d in detail), detail
+    assert all(isinstance(d["msg"], str) and d["msg"] for d in detail)
+    assert _counts(data_dir) == before
+
+
+def test_malformed_json_is_a_422(api: tuple[httpx.Client, Path]) -> None:
+    client, data_dir = api
+    before = _counts(data_dir)
+    response = client.post(
+        "/jobs", content=b"{not json", headers={"content-type": "application/json"}
+    )
+    assert response.status_code == 422 and response.json()["detail"]
+    assert _counts(data_dir) == before
+
+
+def test_a_job_is_recorded_and_handed_to_the_broker(api: tuple[httpx.Client, Path]) -> None:
+    client, data_dir = api
+    response = client.post("/jobs", json=_body({"M": 16, "N": 8, "K": 4}, trials=4))
+    assert response.status_code == 201, response.text
+    job = response.json()
+    assert job["state"] == "queued" and job["cache_hit"] is False
+    assert job["operator"] == {
+        "name": "matmul",
+        "params": {"M": 16, "N": 8, "K": 4, "dtype": "float32"},
+    }
+    assert job["target"]["kind"] == "llvm" and job["target"]["canonical"]["mcpu"]
+    assert job["queue"] == f"tunehub.{job['target']['key']}"
+    assert job["progress"] == {"trials_done": 0, "best_latency_us": None, "best_gflops": None}
+    assert client.get(f"/jobs/{job['id']}").json()["state"] == "queued"
+    # The real SQLite broker holds one message for this job on the target's queue.
+    with sqlite3.connect(data_dir / "broker.db") as conn:
+        rows = conn.execute(
+            "SELECT q.name, m.payload FROM kombu_message m JOIN kombu_queue q ON m.queue_id = q.id"
+        ).fetchall()
+    assert [r[0] for r in rows].count(job["queue"]) >= 1
+    assert any(f"[{job['id']}]" in r[1] for r in rows)
+    # Cancelling a queued job is immediate.
+    assert client.post(f"/jobs/{job['id']}/cancel").json()["state"] == "cancelled"
+    assert client.get("/jobs", params={"state": "cancelled"}).json()[0]["id"] == job["id"]
+
+
+def test_unknown_ids_are_404(api: tuple[httpx.Client, Path]) -> None:
+    client, _ = api
+    for path in ("/jobs/999999", "/schedules/999999", "/schedules/999999/artifact"):
+        response = client.get(path)
+        assert response.status_code == 404 and "not found" in response.json()["detail"]
+    assert client.post("/jobs/999999/cancel").status_code == 404
+    assert client.get("/jobs", params={"state": "sleeping"}).status_code == 422
+
+
+def test_operators_list_schemas_and_examples(api: tuple[httpx.Client, Path]) -> None:
+    client, _ = api
+    ops = {op["name"]: op for op in client.get("/operators").json()}
+    matmul = ops["matmul"]
+    assert set(matmul["params_schema"]["properties"]) >= {"M", "N", "K"}
+    assert matmul["params_schema"]["properties"]["M"]["maximum"] >= 1024
+    assert matmul["example"]["operator"]["name"] == "matmul"
+
+
+def test_cache_hit_and_schedule_download_without_any_worker(
+    tuned_store: dict, tmp_path: Path
+) -> None:
+    """The store already has a verified best for (64³-ish matmul, host): no worker runs here."""
+    store = tuned_store["store"]
+    with (
+        _server(tmp_path, tuned_store["url"], tuned_store["artifact_dir"]) as server,
+        httpx.Client(base_url=server.url + "/api/v1") as client,
+    ):
+        with store.session() as s:
+            jobs_before = s.scalar(select(func.count(JobRow.id)))
+        hit = client.post("/jobs", json=_body(trials=8))
+        assert hit.status_code == 201
+        job = hit.json()
+        assert (job["state"], job["cache_hit"]) == ("succeeded", True)
+        assert job["schedule_id"] == store.get_job(tuned_store["job_id"]).schedule_id
+        assert job["progress"]["best_gflops"] > 0
+        # A bigger budget is not a hit: it is queued for a worker.
+        more = client.post("/jobs", json=_body(trials=16)).json()
+        assert (more["state"], more["cache_hit"]) == ("queued", False)
+        with store.session() as s:
+            assert s.scalar(select(func.count(JobRow.id))) == jobs_before + 2
+            assert s.scalar(select(func.count(WorkloadRow.id))) >= 1
+            assert s.scalar(select(func.count(TargetRow.id))) >= 1
+
+        listed = client.get("/schedules", params={"operator": "matmul", "target": "host"}).json()
+        assert [s["id"] for s in listed] == [job["schedule_id"]]
+        assert client.get("/schedules", params={"operator": "softmax"}).json() == []
+        assert client.get("/schedules", params={"target": listed[0]["target"]["label"]}).json()
+        assert client.get("/schedules", params={"target": "{bad"}).status_code == 422
+
+        detail = client.get(f"/schedules/{job['schedule_id']}").json()
+        assert detail["trace"] and "T.prim_func" in detail["tir"]
+        assert detail["speedup_vs_untuned"] > 1
+        assert detail["gflops"] == pytest.approx(
+            detail["workload"]["flop"] / detail["latency_us"] / 1e3
+        )
+        assert detail["trials"] == 8 and detail["max_abs_error"] < 1e-4
+
+        response = client.get(detail["artifact"]["url"].removeprefix("/api/v1"))
+        assert response.status_code == 200
+        sha = hashlib.sha256(response.content).hexdigest()
+        assert sha == detail["artifact"]["sha256"] == response.headers["x-content-sha256"]
+        assert response.headers["etag"] == f'"{sha}"'
+        again = client.get(
+            detail["artifact"]["url"].removeprefix("/api/v1"), headers={"If-None-Match": f'"{sha}"'}
+        )
+        assert again.status_code == 304 and not again.content

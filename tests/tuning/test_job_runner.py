@@ -1,0 +1,108 @@
+"""A real MetaSchedule search run by the worker's job runner, in this process."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import numpy as np
+
+from schedules_db.ms_database import StoreDatabase
+from schedules_db.store import NewRecord
+from tests.conftest import TINY
+from tuning.job_runner import run_job
+from tuning.verify import apply_trace, compile_to_library
+from tuning.workload import load_mod
+
+
+def test_job_succeeds_with_a_verified_exported_schedule(tuned_store: dict) -> None:
+    store = tuned_store["store"]
+    assert tuned_store["outcome"] == "succeeded"
+    job = store.get_job(tuned_store["job_id"])
+    assert job.state == "succeeded" and job.error is None
+    assert job.trials_done == 8 and job.attempt == 1
+    # Every measured candidate is a row (the search measured exactly the budget).
+    assert store.count_records(tuned_store["target_id"], job_id=job.id) == 8
+    sched = store.get_schedule(job.schedule_id)
+    assert sched.trials == 8
+    assert 0 <= sched.max_abs_error < 1e-4
+    assert 0 < sched.latency_us < sched.untuned_latency_us
+    assert "T.prim_func" in sched.tir
+    # The served file is the one whose hash is stored.
+    artifact = store.get_artifact(sched.artifact_id)
+    data = (tuned_store["artifact_dir"] / artifact.path).read_bytes()
+    assert hashlib.sha256(data).hexdigest() == artifact.sha256 and len(data) == artifact.size
+
+
+def test_artifact_computes_the_matmul(tuned_store: dict) -> None:
+    import tvm
+
+    store = tuned_store["store"]
+    sched = store.get_schedule(store.get_job(tuned_store["job_id"]).schedule_id)
+    path = tuned_store["artifact_dir"] / store.get_artifact(sched.artifact_id).path
+    module = tvm.runtime.load_module(str(path))
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((TINY["M"], TINY["K"])).astype("float32")
+    b = rng.standard_normal((TINY["K"], TINY["N"])).astype("float32")
+    out = tvm.runtime.empty((TINY["M"], TINY["N"]), "float32", tvm.cpu(0))
+    module["main"](tvm.runtime.tensor(a), tvm.runtime.tensor(b), out)
+    np.testing.assert_allclose(out.numpy(), a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_stored_trace_replays_to_the_same_schedule(tuned_store: dict, tmp_path) -> None:
+    import tvm
+
+    store = tuned_store["store"]
+    sched = store.get_schedule(store.get_job(tuned_store["job_id"]).schedule_id)
+    record = store.get_record(sched.record_id)
+    mod = load_mod(store.get_workload(tuned_store["workload_id"]).mod_json)
+    scheduled = apply_trace(mod, record.trace_json)
+    assert scheduled.script() == sched.tir
+    compile_to_library(
+        scheduled,
+        tvm.target.Target(json.loads(store.get_target(tuned_store["target_id"]).canonical_json)),
+        tmp_path / "again.so",
+    )
+
+
+def test_metaschedule_database_adapter(tuned_store: dict) -> None:
+    store = tuned_store["store"]
+    db = StoreDatabase(store, tuned_store["target_id"])
+    mod = load_mod(store.get_workload(tuned_store["workload_id"]).mod_json)
+    assert db.has_workload(mod)
+    workload = db.commit_workload(mod)
+    top = db.get_top_k(workload, 3)
+    assert len(top) == 3
+    secs = [float(np.mean([float(x) for x in r.run_secs])) for r in top]
+    assert secs == sorted(secs)
+    assert len(db) == store.count_records(tuned_store["target_id"])
+    # A failed candidate is stored but never returned as top-k.
+    store.add_record(
+        tuned_store["workload_id"],
+        tuned_store["target_id"],
+        None,
+        NewRecord('["failed"]', [1e10], [], "x"),
+    )
+    assert len(db) == store.count_records(tuned_store["target_id"])
+    assert all(min(float(x) for x in r.run_secs) < 1 for r in db.get_top_k(workload, 100))
+    # Another target's adapter sees none of these records.
+    other = store.get_or_create_target({"kind": "llvm", "mcpu": "other"}, "llvm", "other", {})
+    assert StoreDatabase(store, other.id).get_top_k(workload, 5) == []
+
+
+def test_a_job_owned_elsewhere_is_not_run_twice(tuned_store: dict) -> None:
+    store = tuned_store["store"]
+    # The finished job cannot be claimed again (a duplicate delivery exits at once).
+    assert run_job(tuned_store["context"], tuned_store["job_id"]) == "not-claimed"
+    assert store.get_job(tuned_store["job_id"]).attempt == 1
+
+
+def test_job_failure_is_recorded_readably(tuned_store: dict) -> None:
+    """A job whose workload cannot be loaded fails with a readable error, not a hang."""
+    store = tuned_store["store"]
+    broken = store.get_or_create_workload("broken", '{"not": "tvm json"}', None, {}, 0.0)
+    job = store.create_job(broken.id, tuned_store["target_id"], 4, "q")
+    assert run_job(tuned_store["context"], job.id) == "failed"
+    row = store.get_job(job.id)
+    assert row.state == "failed" and row.finished_at is not None
+    assert row.error.split(":")[0].endswith("Error")

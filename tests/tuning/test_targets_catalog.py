@@ -1,0 +1,97 @@
+"""Targets and the catalog's parameter schemas (no tuning)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from pydantic import ValidationError
+
+from tuning.catalog import get_operator, list_operators
+from tuning.targets import TargetError, resolve_target
+from tuning.verify import VerificationError, check_close
+from tuning.workload import catalog_workload
+
+
+def test_host_target_has_the_real_cpu_and_cores() -> None:
+    from tvm.target.codegen import llvm_get_system_cpu
+
+    host = resolve_target("host")
+    assert host.kind == "llvm"
+    assert host.canonical["mcpu"] == llvm_get_system_cpu() != ""
+    assert host.canonical["num-cores"] >= 1
+    assert host.label == f"{host.canonical['mcpu']}-{host.canonical['num-cores']}c"
+
+
+def test_equal_targets_are_canonically_equal() -> None:
+    a = resolve_target({"kind": "llvm", "mcpu": "znver4", "num-cores": 2})
+    b = resolve_target('{"num-cores": 2, "mcpu": "znver4", "kind": "llvm"}')
+    c = resolve_target({"kind": "llvm", "mcpu": "znver4", "num-cores": 4})
+    assert a == b != c
+
+
+@pytest.mark.parametrize(
+    "spec, reason",
+    [
+        ("llvm -mcpu=znver4", "JSON"),
+        ({"kind": "quantum"}, "quantum"),
+        ({"kind": "llvm", "no-such-option": 1}, "no-such-option"),
+        ({"mcpu": "znver4"}, "kind"),
+        ([1, 2], "kind"),
+    ],
+)
+def test_bad_targets_are_rejected_with_a_reason(spec: object, reason: str) -> None:
+    with pytest.raises(TargetError, match=reason):
+        resolve_target(spec)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "params, field, kind",
+    [
+        ({"M": 0, "N": 4, "K": 4}, "M", "greater_than_equal"),
+        ({"M": -3, "N": 4, "K": 4}, "M", "greater_than_equal"),
+        ({"M": 4, "N": 2.5, "K": 4}, "N", "int_type"),
+        ({"M": 4, "N": "8", "K": 4}, "N", "int_type"),
+        ({"M": 4, "N": 4, "K": 10**6}, "K", "less_than_equal"),
+        ({"M": 4, "N": 4}, "K", "missing"),
+        ({"M": 4, "N": 4, "K": 4, "Q": 1}, "Q", "extra_forbidden"),
+        ({"M": 4, "N": 4, "K": 4, "dtype": "int3"}, "dtype", "literal_error"),
+    ],
+)
+def test_matmul_params_are_checked(params: dict, field: str, kind: str) -> None:
+    with pytest.raises(ValidationError) as info:
+        get_operator("matmul").Params.model_validate(params)
+    errors = info.value.errors()
+    assert any(e["loc"] == (field,) and e["type"] == kind for e in errors), errors
+
+
+def test_matmul_rejects_absurd_total_size() -> None:
+    with pytest.raises(ValidationError, match="exceeds the limit"):
+        get_operator("matmul").Params.model_validate({"M": 8192, "N": 8192, "K": 8192})
+
+
+def test_every_operator_has_a_schema_example_and_a_correct_reference() -> None:
+    for op in list_operators():
+        params = op.Params.model_validate(op.example)
+        assert op.schema()["properties"]
+        assert op.flop(params) > 0
+    op = get_operator("matmul")
+    params = op.Params(M=3, N=5, K=4)
+    spec = catalog_workload("matmul", params)
+    rng = np.random.default_rng(1)
+    a, b = op.make_inputs(params, spec.mod["main"], rng)
+    assert a.shape == (3, 4) and b.shape == (4, 5) and a.dtype == np.float32
+    np.testing.assert_allclose(op.reference(params, [a, b]), a.astype(float) @ b, rtol=1e-12)
+    # Same operator and params -> same workload identity; other params -> another.
+    assert catalog_workload("matmul", params).shash == spec.shash
+    assert catalog_workload("matmul", op.Params(M=3, N=5, K=5)).shash != spec.shash
+
+
+def test_check_close_rejects_a_wrong_kernel() -> None:
+    expected = np.ones((4, 4))
+    assert check_close(expected + 1e-7, expected, 1e-4, 1e-5) == pytest.approx(1e-7)
+    with pytest.raises(VerificationError, match="max \\|error\\|"):
+        check_close(expected + 0.5, expected, 1e-4, 1e-5)
+    with pytest.raises(VerificationError):
+        check_close(np.full((4, 4), np.nan), expected, 1e-4, 1e-5)
+    with pytest.raises(VerificationError):
+        check_close(np.ones((4, 5)), expected, 1e-4, 1e-5)
