@@ -61,6 +61,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             ],
             env=env,
             start_new_session=True,  # the worker and its TVM popen pools form one group
+            preexec_fn=_die_with_parent,
         )
         for i in range(args.workers)
     ]
@@ -71,12 +72,28 @@ def cmd_serve(args: argparse.Namespace) -> int:
         f"tunehub: {args.workers} local worker(s); API on http://{args.host}:{args.port}",
         flush=True,
     )
+    # uvicorn re-raises SIGTERM after its graceful shutdown; turn it into SystemExit so that
+    # the workers below are stopped instead of being orphaned.
+    signal.signal(signal.SIGTERM, _exit_on_signal)
     try:
         uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level="info")
     finally:
         for proc in workers:
             _stop_group(proc)
     return 0
+
+
+def _exit_on_signal(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _die_with_parent() -> None:
+    """In a child, before exec: get SIGTERM when `tunehub serve` dies, even by SIGKILL."""
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
 
 
 def _stop_group(proc: subprocess.Popen) -> None:

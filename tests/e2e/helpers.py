@@ -1,0 +1,94 @@
+"""Starting and stopping real tunehub processes for end-to-end tests."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import psutil
+
+
+def start(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
+    """Start ``python -m service.cli ARGS`` in its own process group, logging to ``log``."""
+    handle = open(log, "wb")  # noqa: SIM115 - closed by stop()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "service.cli", *args],
+        env=env,
+        stdout=handle,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    proc.log_handle = handle  # type: ignore[attr-defined]
+    return proc
+
+
+def stop(proc: subprocess.Popen) -> list[int]:
+    """SIGTERM the process group, SIGKILL it if needed; returns pids of the group still alive."""
+    members = [proc.pid]
+    with contextlib.suppress(psutil.NoSuchProcess):
+        members += [c.pid for c in psutil.Process(proc.pid).children(recursive=True)]
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    proc.log_handle.close()  # type: ignore[attr-defined]
+    deadline = time.monotonic() + 10
+    alive = [p for p in members if psutil.pid_exists(p) and _not_zombie(p)]
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.2)
+        alive = [p for p in alive if psutil.pid_exists(p) and _not_zombie(p)]
+    return alive
+
+
+def _not_zombie(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def wait_http(url: str, proc: subprocess.Popen, log: Path, timeout_s: float = 60) -> None:
+    """Wait until ``url`` answers 200 (fail early if the process died)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"process exited {proc.returncode}:\n{log.read_text()[-3000:]}")
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(url, timeout=2).status_code == 200:
+                return
+        time.sleep(0.3)
+    raise AssertionError(f"{url} did not answer in {timeout_s} s:\n{log.read_text()[-3000:]}")
+
+
+def wait_job(client: httpx.Client, job_id: int, timeout_s: float, log: Path) -> dict:
+    """Poll a job until it is final; fail with the worker log if it takes too long."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        job = client.get(f"/jobs/{job_id}").json()
+        if job["state"] in ("succeeded", "failed", "cancelled"):
+            return job
+        time.sleep(1)
+    raise AssertionError(f"job {job_id} not final after {timeout_s} s:\n{log.read_text()[-4000:]}")
+
+
+def cli(
+    args: list[str], env: dict[str, str] | None = None, timeout_s: float = 300
+) -> subprocess.CompletedProcess:
+    """Run the `tunehub` CLI to completion."""
+    return subprocess.run(
+        [sys.executable, "-m", "service.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )

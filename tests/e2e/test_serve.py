@@ -1,0 +1,100 @@
+"""`tunehub serve` as a user runs it: API + local worker + SQLite store + SQLite broker."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+
+from tests.conftest import free_port
+from tests.e2e.helpers import cli, start, stop, wait_http, wait_job
+
+pytestmark = pytest.mark.e2e
+SHAPE = {"M": 64, "N": 64, "K": 64}
+
+
+def test_serve_tunes_verifies_and_serves_a_matmul(tmp_path: Path) -> None:
+    import tvm
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TUNEHUB_")}
+    env["TUNEHUB_NUM_TRIALS_PER_ITER"] = "4"
+    log = tmp_path / "serve.log"
+    server = start(["serve", "--port", str(port), "--data-dir", str(tmp_path / "data")], env, log)
+    try:
+        wait_http(f"{url}/healthz", server, log)
+        with httpx.Client(base_url=url + "/api/v1", timeout=30) as client:
+            body = {"operator": {"name": "matmul", "params": SHAPE}, "target": "host", "trials": 8}
+            created = client.post("/jobs", json=body)
+            assert created.status_code == 201, created.text
+            job = wait_job(client, created.json()["id"], 400, log)
+            assert job["state"] == "succeeded", job["error"]
+            assert job["progress"]["trials_done"] == 8 and job["progress"]["best_gflops"] > 0
+            assert job["worker"].startswith("local0-")
+
+            sched = client.get(f"/schedules/{job['schedule_id']}").json()
+            assert sched["speedup_vs_untuned"] > 1 and sched["max_abs_error"] < 1e-4
+
+            # The CLI fetches the library and checks its sha256; TVM loads it; it is A @ B.
+            lib = tmp_path / "libmatmul.so"
+            fetched = cli(["fetch", str(job["schedule_id"]), "-o", str(lib), "--server", url])
+            assert fetched.returncode == 0, fetched.stderr
+            assert sched["artifact"]["sha256"] in fetched.stdout
+            module = tvm.runtime.load_module(str(lib))
+            rng = np.random.default_rng(3)
+            a = rng.standard_normal((64, 64)).astype("float32")
+            b = rng.standard_normal((64, 64)).astype("float32")
+            out = tvm.runtime.empty((64, 64), "float32", tvm.cpu(0))
+            module["main"](tvm.runtime.tensor(a), tvm.runtime.tensor(b), out)
+            np.testing.assert_allclose(out.numpy(), a @ b, rtol=1e-4, atol=1e-4)
+
+            # Submitting the same thing again through the CLI is a cache hit.
+            again = cli(
+                [
+                    "submit",
+                    "matmul",
+                    "--param",
+                    "M=64",
+                    "--param",
+                    "N=64",
+                    "--param",
+                    "K=64",
+                    "--trials",
+                    "8",
+                    "--wait",
+                    "--server",
+                    url,
+                ]
+            )
+            assert again.returncode == 0, again.stderr
+            assert "cache hit" in again.stdout
+            assert f"schedule {job['schedule_id']}:" in again.stdout
+            assert "faster than untuned" in again.stdout
+
+            listed = cli(["schedules", "--operator", "matmul", "--server", url])
+            assert listed.returncode == 0 and "M=64,N=64,K=64" in listed.stdout
+
+            missing = cli(["fetch", "999", "-o", str(tmp_path / "x.so"), "--server", url])
+            assert missing.returncode != 0 and "not found" in missing.stderr
+            bad = cli(
+                [
+                    "submit",
+                    "matmul",
+                    "--param",
+                    "M=0",
+                    "--param",
+                    "N=1",
+                    "--param",
+                    "K=1",
+                    "--server",
+                    url,
+                ]
+            )
+            assert bad.returncode != 0 and "422" in bad.stderr and "M" in bad.stderr
+    finally:
+        leftovers = stop(server)
+    assert leftovers == [], f"processes left behind: {leftovers}"
