@@ -12,7 +12,7 @@ import shutil
 import tempfile
 import threading
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -49,7 +49,6 @@ class WorkerContext:
     heartbeat_every_s: float = 10.0
     num_trials_per_iter: int = 64
     seed: int | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class LostOwnership(Exception):
@@ -147,34 +146,37 @@ def _tune_and_publish(
     target = Target(json.loads(target_row.canonical_json))
     mod = load_mod(workload.mod_json)
     database = StoreDatabase(store, target_row.id, job_id)
+    # A job taken over from a lost worker resumes: what it already measured is in the store,
+    # seeds the search's population (top-k) and counts against its budget.
+    already = store.count_records(target_row.id, workload.id, job_id)
+    if already:
+        log.info("job %s: resuming with %d trials already measured", job_id, already)
 
     def on_batch(report: BatchReport) -> None:
         if heartbeat.lost:
             raise LostOwnership(f"job {job_id} was reclaimed by another worker")
         stored_best = store.top_k_records(workload.id, target_row.id, 1)
         best = stored_best[0].mean_run_us if stored_best else report.best_us
-        if not store.update_progress(job_id, ctx.worker_name, report.trials_done, best):
+        done = already + report.trials_done
+        if not store.update_progress(job_id, ctx.worker_name, done, best):
             raise LostOwnership(f"job {job_id} was reclaimed by another worker")
         if store.cancel_was_requested(job_id):
             raise SearchCancelled()
         log.info(
-            "job %s: %d/%d trials, best %.1f us",
-            job_id,
-            report.trials_done,
-            job.trials,
-            best or float("nan"),
+            "job %s: %d/%d trials, best %.1f us", job_id, done, job.trials, best or float("nan")
         )
 
-    run_search(
-        mod,
-        target,
-        database,
-        job.trials,
-        str(work_dir),
-        on_batch,
-        num_trials_per_iter=ctx.num_trials_per_iter,
-        seed=ctx.seed,
-    )
+    if job.trials > already:
+        run_search(
+            mod,
+            target,
+            database,
+            job.trials - already,
+            str(work_dir),
+            on_batch,
+            num_trials_per_iter=ctx.num_trials_per_iter,
+            seed=ctx.seed,
+        )
     return _verify_and_publish(ctx, job_id, workload, target_row, target, mod, work_dir)
 
 

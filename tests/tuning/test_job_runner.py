@@ -106,3 +106,28 @@ def test_job_failure_is_recorded_readably(tuned_store: dict) -> None:
     row = store.get_job(job.id)
     assert row.state == "failed" and row.finished_at is not None
     assert row.error.split(":")[0].endswith("Error")
+
+
+def test_a_job_taken_over_from_a_dead_worker_resumes_from_its_records(tuned_store: dict) -> None:
+    """A worker died after measuring 6 of 10 candidates: the next one measures only 4 more."""
+    from datetime import timedelta
+
+    from sqlalchemy import update
+
+    from schedules_db.models import JobRow, TuningRecordRow, utcnow
+
+    store = tuned_store["store"]
+    wid, tid = tuned_store["workload_id"], tuned_store["target_id"]
+    job = store.create_job(wid, tid, 10, "q")
+    assert job.state == "queued"
+    assert store.claim_job(job.id, "dead-worker", timedelta(seconds=90))
+    first_ids = [r.id for r in store.records(tid, wid, job_id=tuned_store["job_id"])][:6]
+    with store.session() as s:  # what the dead worker had measured and stored
+        s.execute(update(TuningRecordRow).where(TuningRecordRow.id.in_(first_ids))
+                  .values(job_id=job.id))
+        s.execute(update(JobRow).where(JobRow.id == job.id)
+                  .values(heartbeat_at=utcnow() - timedelta(hours=1)))
+    assert run_job(tuned_store["context"], job.id) == "succeeded"
+    row = store.get_job(job.id)
+    assert (row.attempt, row.worker, row.trials_done) == (2, "pytest", 10)
+    assert store.count_records(tid, wid, job_id=job.id) == 10
