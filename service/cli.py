@@ -138,9 +138,16 @@ def cmd_submit(args: argparse.Namespace) -> int:
         print(f"job {job['id']}: {job['state']}" + (" (cache hit)" if job["cache_hit"] else ""))
         if not args.wait:
             return 0
-        job = client.wait(
-            job["id"], on_progress=lambda j: print(_progress_line(j), end="", flush=True)
-        )
+        shown = [""]
+
+        def draw(current: dict[str, Any]) -> None:
+            line = _progress_line(current)
+            if line != shown[0]:  # redraw only on change (logs stay readable when piped)
+                print(line, end="", flush=True)
+                shown[0] = line
+
+        job = client.wait(job["id"], on_progress=draw)
+
         print()
         if job["state"] != "succeeded":
             print(f"job {job['id']} {job['state']}: {job['error'] or ''}", file=sys.stderr)

@@ -78,13 +78,13 @@ def _progress_callback(on_batch: OnBatch) -> Any:
 
 
 def make_runner(timeout_sec: float = 60.0) -> Any:
-    """A `LocalRunner` that times each candidate like `time_evaluator` does for artifacts."""
+    """A `LocalRunner` with MetaSchedule's default evaluator settings (3 runs, >= 100 ms)."""
     from tvm.s_tir.meta_schedule.runner import EvaluatorConfig, LocalRunner
 
     return LocalRunner(
         timeout_sec=timeout_sec,
         evaluator_config=EvaluatorConfig(
-            number=3, repeat=3, min_repeat_ms=50, enable_cpu_cache_flush=False
+            number=3, repeat=1, min_repeat_ms=100, enable_cpu_cache_flush=False
         ),
     )
 

@@ -123,10 +123,14 @@ def test_a_job_taken_over_from_a_dead_worker_resumes_from_its_records(tuned_stor
     assert store.claim_job(job.id, "dead-worker", timedelta(seconds=90))
     first_ids = [r.id for r in store.records(tid, wid, job_id=tuned_store["job_id"])][:6]
     with store.session() as s:  # what the dead worker had measured and stored
-        s.execute(update(TuningRecordRow).where(TuningRecordRow.id.in_(first_ids))
-                  .values(job_id=job.id))
-        s.execute(update(JobRow).where(JobRow.id == job.id)
-                  .values(heartbeat_at=utcnow() - timedelta(hours=1)))
+        s.execute(
+            update(TuningRecordRow).where(TuningRecordRow.id.in_(first_ids)).values(job_id=job.id)
+        )
+        s.execute(
+            update(JobRow)
+            .where(JobRow.id == job.id)
+            .values(heartbeat_at=utcnow() - timedelta(hours=1))
+        )
     assert run_job(tuned_store["context"], job.id) == "succeeded"
     row = store.get_job(job.id)
     assert (row.attempt, row.worker, row.trials_done) == (2, "pytest", 10)
