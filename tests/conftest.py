@@ -64,7 +64,8 @@ def redis_url() -> str:
     return REDIS_URL
 
 
-def _reset_pg(url: str) -> None:
+def reset_pg_schema(url: str) -> None:
+    """Drop and recreate the public schema: an empty PostgreSQL database again."""
     engine = create_engine(url)
     with engine.begin() as conn:
         conn.execute(text("DROP SCHEMA public CASCADE"))
@@ -78,7 +79,7 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'store.db'}"
     url = request.getfixturevalue("pg_database")
-    _reset_pg(url)
+    reset_pg_schema(url)
     return url
 
 

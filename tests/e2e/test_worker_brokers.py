@@ -8,24 +8,16 @@ from pathlib import Path
 
 import httpx
 import pytest
-from sqlalchemy import create_engine, func, select, text
+from sqlalchemy import create_engine, func, select
 
 from schedules_db.models import TuningRecordRow
 from service.app import create_app
 from service.settings import Settings
-from tests.conftest import ServerThread
+from tests.conftest import ServerThread, reset_pg_schema
 from tests.e2e.helpers import start, stop, wait_job
 
 pytestmark = pytest.mark.e2e
 AMQP_URL = os.environ.get("TUNEHUB_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672//")
-
-
-def _fresh_schema(url: str) -> None:
-    engine = create_engine(url)
-    with engine.begin() as conn:
-        conn.execute(text("DROP SCHEMA public CASCADE"))
-        conn.execute(text("CREATE SCHEMA public"))
-    engine.dispose()
 
 
 def _amqp_url() -> str:
@@ -44,7 +36,7 @@ def test_worker_on_postgresql_and_a_network_broker(
     broker: str, pg_database: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
     broker_url = request.getfixturevalue("redis_url") if broker == "redis" else _amqp_url()
-    _fresh_schema(pg_database)
+    reset_pg_schema(pg_database)
     settings = Settings(
         data_dir=tmp_path, database_url=pg_database, broker_url=broker_url, num_trials_per_iter=4
     )
