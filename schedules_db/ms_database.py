@@ -14,9 +14,43 @@ from typing import Any
 import tvm
 import tvm_ffi
 from tvm.ir.utils import derived_object
+from tvm.s_tir.meta_schedule import _ffi_api
 from tvm.s_tir.meta_schedule.database import PyDatabase, TuningRecord, Workload
+from tvm.tirx import FloatImm, IndexMap, IntImm
+from tvm_ffi import Array, Map
 
 from schedules_db.store import NewRecord, Store
+
+
+def _plain_json(value: Any) -> Any:
+    """MetaSchedule's JSON form of a trace as plain JSON values.
+
+    Like MetaSchedule's ``_json_de_tvm``, plus the one object a trace may hold: the IndexMap
+    input of a layout transform (dense, NHWC conv2d). TVM 0.27's ``Trace::AsJSON`` leaves it
+    an object while ``Trace::ApplyJSONToSchedule`` expects its ``save_json`` text, so it is
+    stored as that text.
+    """
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (IntImm, FloatImm)):
+        return value.value
+    if isinstance(value, IndexMap):
+        return tvm.ir.save_json(value)
+    if isinstance(value, Map):
+        return {_plain_json(k): _plain_json(v) for k, v in value.items()}
+    if isinstance(value, Array):
+        return [_plain_json(v) for v in value]
+    raise TypeError(f"unexpected {type(value).__name__} in a MetaSchedule trace")
+
+
+def trace_to_text(raw_trace: Any) -> str:
+    """A trace (as `TuningRecord.as_json` holds it) as JSON text for the store."""
+    return json.dumps(_plain_json(raw_trace), separators=(",", ":"))
+
+
+def trace_from_text(text: str) -> Any:
+    """The stored trace, in the form `Trace.apply_json_to_schedule` accepts."""
+    return json.loads(text)
 
 
 @derived_object
@@ -66,15 +100,16 @@ class StoreDatabase(PyDatabase):
 
     # -- records ------------------------------------------------------------------------------
     def commit_tuning_record(self, record: TuningRecord) -> None:
-        trace, run_secs, _target, args_info = record.as_json()
+        raw_trace, _run_secs, _target, raw_args = _ffi_api.TuningRecordAsJSON(record)
+        run_secs = [float(x) for x in record.run_secs] if record.run_secs else [1e10]
         added = self.store.add_record(
             self.workload_id(record.workload),
             self.target_id,
             self.job_id,
             NewRecord(
-                trace_json=json.dumps(trace, separators=(",", ":")),
-                run_secs=[float(x) for x in (run_secs or [1e10])],
-                args_info=args_info,
+                trace_json=trace_to_text(raw_trace),
+                run_secs=run_secs,
+                args_info=_plain_json(raw_args),
                 tvm_version=tvm.__version__,
             ),
         )
@@ -82,7 +117,8 @@ class StoreDatabase(PyDatabase):
 
     def _to_record(self, row: Any, workload: Workload) -> TuningRecord:
         return TuningRecord.from_json(
-            [json.loads(row.trace_json), row.run_secs, self.target_json, row.args_info], workload
+            [trace_from_text(row.trace_json), row.run_secs, self.target_json, row.args_info],
+            workload,
         )
 
     def get_top_k(self, workload: Workload, top_k: int) -> list[TuningRecord]:

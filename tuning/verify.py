@@ -3,7 +3,6 @@ reference before it can become a served schedule."""
 
 from __future__ import annotations
 
-import json
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,8 +29,10 @@ def apply_trace(mod: Any, trace_json: str) -> Any:
     """The scheduled IRModule that a stored MetaSchedule trace produces from ``mod``."""
     from tvm.s_tir.schedule import Schedule, Trace
 
+    from schedules_db.ms_database import trace_from_text
+
     sch = Schedule(mod)
-    Trace.apply_json_to_schedule(json.loads(trace_json), sch)
+    Trace.apply_json_to_schedule(trace_from_text(trace_json), sch)
     return sch.mod
 
 
