@@ -168,13 +168,25 @@ class Store:
         """Return the workload with this structural hash, creating it on first use.
 
         The caller checks structural equality against ``mod_json`` of a returned row when it
-        must be certain (a 64-bit hash collision is the only way the two can differ).
+        must be certain (a 64-bit hash collision is the only way the two can differ). A row
+        first created from raw TIR gets the operator's name and parameters when the same
+        function is later submitted by name.
         """
-        return self._get_or_create(
+        row = self._get_or_create(
             WorkloadRow,
             WorkloadRow.shash == shash,
             dict(shash=shash, mod_json=mod_json, operator=operator, params=params, flop=flop),
         )
+        if row.operator is None and operator is not None:
+            # First seen as raw TIR, now named: the catalog's numpy reference applies from now on.
+            with self.session() as s:
+                s.execute(
+                    update(WorkloadRow)
+                    .where(WorkloadRow.id == row.id, WorkloadRow.operator.is_(None))
+                    .values(operator=operator, params=params, flop=flop)
+                )
+            row = self.get_workload(row.id)
+        return row
 
     def get_workload(self, workload_id: int) -> WorkloadRow | None:
         """The workload row with this id, or None."""

@@ -134,7 +134,15 @@ def cmd_submit(args: argparse.Namespace) -> int:
     if target.strip().startswith("{"):
         target = json.loads(target)
     with TunehubClient(args.server) as client:
-        job = client.submit(args.operator, params, target, args.trials)
+        if args.tir:
+            if args.operator:
+                raise SystemExit("tunehub: give an operator or --tir FILE, not both")
+            fmt = "json" if args.tir.endswith(".json") else "tvmscript"
+            job = client.submit_tir(Path(args.tir).read_text(), fmt, target, args.trials)
+        elif args.operator:
+            job = client.submit(args.operator, params, target, args.trials)
+        else:
+            raise SystemExit("tunehub: give an operator name or --tir FILE")
         print(f"job {job['id']}: {job['state']}" + (" (cache hit)" if job["cache_hit"] else ""))
         if not args.wait:
             return 0
@@ -248,7 +256,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_worker)
 
     p = sub.add_parser("submit", help="submit a tuning job")
-    p.add_argument("operator")
+    p.add_argument("operator", nargs="?", help="a catalog operator (see `tunehub operators`)")
+    p.add_argument("--tir", metavar="FILE", help="a raw TIR function: TVMScript, or .json")
     p.add_argument("--param", action="append", type=_parse_param, help="NAME=VALUE")
     p.add_argument("--target", default="host")
     p.add_argument("--trials", type=int, default=64)

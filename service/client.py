@@ -70,6 +70,17 @@ class TunehubClient:
         }
         return self._json(self.http.post("/jobs", json=body))
 
+    def submit_tir(
+        self,
+        source: str,
+        fmt: str = "tvmscript",
+        target: str | dict[str, Any] = "host",
+        trials: int = 64,
+    ) -> dict[str, Any]:
+        """Submit a raw TIR function (TVMScript text or TVM JSON) for tuning."""
+        body = {"tir": {"format": fmt, "source": source}, "target": target, "trials": trials}
+        return self._json(self.http.post("/jobs", json=body))
+
     def job(self, job_id: int) -> dict[str, Any]:
         """The job's current state and progress."""
         return self._json(self.http.get(f"/jobs/{job_id}"))

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timezone
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from schedules_db.models import JobRow, ScheduleRow, TargetRow, WorkloadRow
+from tuning.tir_sandbox import MAX_SOURCE_BYTES
 
 
 class OperatorSpec(BaseModel):
@@ -19,16 +20,31 @@ class OperatorSpec(BaseModel):
     params: dict[str, Any] = Field(default_factory=dict)
 
 
-class JobCreate(BaseModel):
-    """Body of ``POST /api/v1/jobs``."""
+class TirSpec(BaseModel):
+    """A raw TIR function: TVMScript text or TVM JSON (`tvm.ir.save_json`)."""
 
     model_config = ConfigDict(extra="forbid")
-    operator: OperatorSpec
+    format: Literal["tvmscript", "json"]
+    source: str = Field(min_length=1, max_length=MAX_SOURCE_BYTES)
+
+
+class JobCreate(BaseModel):
+    """Body of ``POST /api/v1/jobs``: a catalog ``operator`` or a raw ``tir`` function."""
+
+    model_config = ConfigDict(extra="forbid")
+    operator: OperatorSpec | None = None
+    tir: TirSpec | None = None
     target: str | dict[str, Any] = Field(
         default="host", description='"host", or a TVM target as a JSON object'
     )
     trials: Annotated[int, Field(strict=True, ge=1)]
     submitted_by: str | None = Field(default=None, max_length=255)
+
+    @model_validator(mode="after")
+    def _one_workload(self) -> JobCreate:
+        if (self.operator is None) == (self.tir is None):
+            raise ValueError("give exactly one of 'operator' (a catalog name) and 'tir'")
+        return self
 
 
 def iso(value: datetime | None) -> str | None:

@@ -87,8 +87,7 @@ class _Reference:
         specs = arg_specs(func)
         self.out_shape, self.out_dtype = specs[-1]
         if self.op is not None:
-            self.inputs = self.op.make_inputs(self.params, func, rng)
-            self.expected = self.op.reference(self.params, self.inputs)
+            self.inputs, self.expected = self.op.make_case(self.params, func, rng)
             self.rtol, self.atol = self.op.tolerance(self.params)
         else:
             self.inputs = [rng.uniform(-1, 1, size=s).astype(d) for s, d in specs[:-1]]

@@ -14,7 +14,8 @@ from service.jobqueue import queue_name
 from service.schemas import JobCreate, job_json
 from tuning.catalog import get_operator, list_operators
 from tuning.targets import HOST, TargetError, host_fingerprint, resolve_target
-from tuning.workload import catalog_workload
+from tuning.tir_sandbox import TirRejected, parse_untrusted
+from tuning.workload import WorkloadSpec, catalog_workload
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 log = logging.getLogger("tunehub.api")
@@ -41,25 +42,12 @@ def create_job(body: JobCreate, request: Request) -> dict[str, Any]:
             "less_than_equal",
             body.trials,
         )
-    op = get_operator(body.operator.name)
-    if op is None:
-        known = ", ".join(o.name for o in list_operators())
-        raise invalid(
-            ("body", "operator", "name"),
-            f"unknown operator {body.operator.name!r}; known: {known}",
-            "unknown_operator",
-            body.operator.name,
-        )
-    try:
-        params = op.Params.model_validate(body.operator.params)
-    except ValidationError as err:
-        raise prefixed(err.errors(include_url=False), ("body", "operator", "params")) from None
     try:
         target = resolve_target(body.target)
     except TargetError as err:
         raise invalid(("body", "target"), str(err), "invalid_target", body.target) from None
+    workload = _tir_workload(body) if body.tir is not None else _catalog_workload(body)
 
-    workload = catalog_workload(op.name, params)
     store = state.store
     fingerprint = host_fingerprint() if body.target == HOST else {}
     target_row = store.get_or_create_target(
@@ -78,6 +66,39 @@ def create_job(body: JobCreate, request: Request) -> dict[str, Any]:
         except Exception:  # the broker is down: the job is recorded; the reaper sends it later
             log.exception("could not enqueue job %s; the reaper will retry", job.id)
     return render_job(request, store.get_job(job.id))
+
+
+def _catalog_workload(body: JobCreate) -> WorkloadSpec:
+    op = get_operator(body.operator.name)
+    if op is None:
+        known = ", ".join(o.name for o in list_operators())
+        raise invalid(
+            ("body", "operator", "name"),
+            f"unknown operator {body.operator.name!r}; known: {known}",
+            "unknown_operator",
+            body.operator.name,
+        )
+    try:
+        params = op.Params.model_validate(body.operator.params)
+    except ValidationError as err:
+        raise prefixed(err.errors(include_url=False), ("body", "operator", "params")) from None
+    return catalog_workload(op.name, params)
+
+
+def _tir_workload(body: JobCreate) -> WorkloadSpec:
+    """Raw TIR, parsed in a limited child process (never in the service's own)."""
+    try:
+        parsed = parse_untrusted(body.tir.format, body.tir.source)
+    except TirRejected as err:
+        raise invalid(("body", "tir", "source"), str(err), "invalid_tir") from None
+    return WorkloadSpec(
+        mod=None,
+        shash=parsed.shash,
+        mod_json=parsed.mod_json,
+        operator=None,
+        params={},
+        flop=parsed.flop,
+    )
 
 
 @router.get("")

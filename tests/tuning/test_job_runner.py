@@ -135,3 +135,27 @@ def test_a_job_taken_over_from_a_dead_worker_resumes_from_its_records(tuned_stor
     row = store.get_job(job.id)
     assert (row.attempt, row.worker, row.trials_done) == (2, "pytest", 10)
     assert store.count_records(tid, wid, job_id=job.id) == 10
+
+
+def test_raw_tir_job_is_verified_against_the_plainly_compiled_function(tuned_store: dict) -> None:
+    """No numpy reference exists for raw TIR: the unscheduled function compiled plainly is it."""
+    from tests.service.test_tir_jobs import HANDWRITTEN
+    from tuning.tir_sandbox import parse_untrusted
+
+    store = tuned_store["store"]
+    parsed = parse_untrusted("tvmscript", HANDWRITTEN)
+    workload = store.get_or_create_workload(parsed.shash, parsed.mod_json, None, {}, parsed.flop)
+    job = store.create_job(workload.id, tuned_store["target_id"], 2, "q")
+    assert run_job(tuned_store["context"], job.id) == "succeeded", store.get_job(job.id).error
+    sched = store.get_schedule(store.get_job(job.id).schedule_id)
+    assert sched.max_abs_error < 1e-6  # 2x + 1 is exact in fp32 for these inputs' magnitude
+
+    import tvm
+
+    module = tvm.runtime.load_module(
+        str(tuned_store["artifact_dir"] / store.get_artifact(sched.artifact_id).path)
+    )
+    a = np.random.default_rng(5).standard_normal((16, 16)).astype("float32")
+    out = tvm.runtime.empty((16, 16), "float32", tvm.cpu(0))
+    module["main"](tvm.runtime.tensor(a), out)
+    np.testing.assert_allclose(out.numpy(), a * 2 + 1, rtol=1e-6)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tuning.catalog import conv, elementwise, linalg, pool_norm
 from tuning.catalog.base import Operator, OpParams
 from tuning.catalog.matmul import Matmul
 
@@ -26,6 +27,13 @@ def list_operators() -> list[Operator]:
     return [REGISTRY[name] for name in sorted(REGISTRY)]
 
 
-register(Matmul())
+for _op in [
+    Matmul(),
+    *elementwise.OPERATORS,
+    *linalg.OPERATORS,
+    *conv.OPERATORS,
+    *pool_norm.OPERATORS,
+]:
+    register(_op)
 
 __all__ = ["Operator", "OpParams", "get_operator", "list_operators", "register"]

@@ -55,6 +55,13 @@ class Operator(ABC):
             for shape, dtype in arg_specs(func)[:-1]
         ]
 
+    def make_case(
+        self, params: OpParams, func: Any, rng: np.random.Generator
+    ) -> tuple[list[np.ndarray], np.ndarray]:
+        """Inputs for a verification run and the output expected from them."""
+        inputs = self.make_inputs(params, func, rng)
+        return inputs, self.reference(params, inputs)
+
     def schema(self) -> dict[str, Any]:
         """JSON Schema of the parameters."""
         return self.Params.model_json_schema()

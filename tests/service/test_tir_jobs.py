@@ -1,0 +1,141 @@
+"""Raw TIR jobs over the real API: one workload with the catalog, hostile input refused."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from service.app import create_app
+from service.settings import Settings
+from tests.conftest import ServerThread
+from tuning.catalog import get_operator
+from tuning.workload import catalog_workload
+
+SHAPE = {"M": 8, "N": 12, "K": 4}
+
+
+@pytest.fixture(scope="module")
+def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[httpx.Client, Path]]:
+    data_dir = tmp_path_factory.mktemp("tir")
+    app = create_app(Settings(data_dir=data_dir), run_reaper=False)
+    with ServerThread(app) as server, httpx.Client(base_url=server.url, timeout=120) as client:
+        yield client, data_dir
+
+
+def _counts(data_dir: Path) -> tuple[int, int]:
+    with sqlite3.connect(data_dir / "tunehub.db") as conn:
+        return tuple(
+            conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in ("jobs", "workloads")
+        )
+
+
+def test_same_function_by_name_and_as_tir_is_one_workload(api: tuple) -> None:
+    client, _ = api
+    spec = catalog_workload("matmul", get_operator("matmul").Params(**SHAPE))
+    by_name = client.post(
+        "/api/v1/jobs", json={"operator": {"name": "matmul", "params": SHAPE}, "trials": 4}
+    ).json()
+    by_script = client.post(
+        "/api/v1/jobs",
+        json={"tir": {"format": "tvmscript", "source": spec.mod.script()}, "trials": 4},
+    )
+    by_json = client.post(
+        "/api/v1/jobs", json={"tir": {"format": "json", "source": spec.mod_json}, "trials": 4}
+    )
+    assert by_script.status_code == 201, by_script.text
+    assert by_json.status_code == 201, by_json.text
+    ids = {
+        by_name["workload"]["id"],
+        by_script.json()["workload"]["id"],
+        by_json.json()["workload"]["id"],
+    }
+    assert len(ids) == 1
+    # The workload keeps its catalog identity (numpy reference), whichever came first.
+    assert by_json.json()["workload"]["operator"] == "matmul"
+    assert by_json.json()["workload"]["flop"] == pytest.approx(2 * 8 * 12 * 4)
+
+
+HANDWRITTEN = """
+from tvm.script import tirx as T
+
+@T.prim_func(s_tir=True)
+def main(A: T.Buffer((16, 16), "float32"), B: T.Buffer((16, 16), "float32")):
+    for i, j in T.grid(16, 16):
+        with T.sblock("B"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vi, vj] = A[vi, vj] * T.float32(2.0) + T.float32(1.0)
+"""
+
+
+def test_handwritten_tvmscript_is_accepted(api: tuple) -> None:
+    client, _ = api
+    response = client.post(
+        "/api/v1/jobs", json={"tir": {"format": "tvmscript", "source": HANDWRITTEN}, "trials": 2}
+    )
+    assert response.status_code == 201, response.text
+    job = response.json()
+    assert job["operator"]["name"] is None and job["state"] == "queued"
+    assert job["workload"]["flop"] > 0
+
+
+_MATMUL_SCRIPT = catalog_workload("matmul", get_operator("matmul").Params(**SHAPE)).mod.script()
+
+
+@pytest.mark.parametrize(
+    "fmt, source, reason",
+    [
+        ("tvmscript", "import os\n" + _MATMUL_SCRIPT, "import of os"),
+        (
+            "tvmscript",
+            _MATMUL_SCRIPT.replace('"float32"', '__import__("os").getcwd()', 1),
+            "__import__",
+        ),
+        ("tvmscript", "print(1)\n" + _MATMUL_SCRIPT, "only a @T.prim_func"),
+        ("tvmscript", "def f(:", "syntax"),
+        # An expression that would run (and allocate) forever: killed by the CPU limit.
+        ("tvmscript", _MATMUL_SCRIPT.replace("(8, 4)", "(10**10**10, 4)", 1), "limit"),
+        ("tvmscript", _MATMUL_SCRIPT.replace("(8, 4)", "(100000, 100000)", 1), "bytes"),
+        ("json", '{"root": 1, "nodes": [', "JSON"),
+        ("json", '{"root": 1, "nodes": [], "b64ndarrays": []}', "Error"),
+    ],
+    ids=["import", "dunder", "statement", "syntax", "cpu-bomb", "huge", "bad-json", "bad-graph"],
+)
+def test_hostile_or_malformed_tir_is_a_422_and_writes_nothing(
+    api: tuple, fmt: str, source: str, reason: str
+) -> None:
+    client, data_dir = api
+    before = _counts(data_dir)
+    response = client.post(
+        "/api/v1/jobs", json={"tir": {"format": fmt, "source": source}, "trials": 2}
+    )
+    assert response.status_code == 422, response.text
+    detail = response.json()["detail"]
+    assert detail[0]["loc"] == ["body", "tir", "source"]
+    assert reason in detail[0]["msg"], detail
+    assert _counts(data_dir) == before
+    assert client.get("/healthz").json() == {"status": "ok"}  # the service is still up
+
+
+def test_exactly_one_of_operator_and_tir(api: tuple) -> None:
+    client, data_dir = api
+    before = _counts(data_dir)
+    both = {
+        "operator": {"name": "matmul", "params": SHAPE},
+        "tir": {"format": "json", "source": "{}"},
+        "trials": 2,
+    }
+    for body in (both, {"trials": 2}):
+        response = client.post("/api/v1/jobs", json=body)
+        assert response.status_code == 422
+        assert "exactly one" in response.json()["detail"][0]["msg"]
+    assert (
+        client.post(
+            "/api/v1/jobs", json={"tir": {"format": "onnx", "source": "x"}, "trials": 2}
+        ).status_code
+        == 422
+    )
+    assert _counts(data_dir) == before

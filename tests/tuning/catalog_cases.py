@@ -1,0 +1,102 @@
+"""Tiny parameter sets covering every catalog operator and layout (shared by the tests)."""
+
+from __future__ import annotations
+
+_CONV = {"N": 1, "C": 4, "H": 9, "W": 8, "K": 6, "R": 3, "S": 3}
+
+CASES: list[tuple[str, dict]] = [
+    ("add", {"shape": [2, 3, 4, 5], "rhs_shape": [3, 1, 1]}),
+    ("add", {"shape": [4, 8]}),
+    ("mul", {"shape": [4, 8], "rhs_shape": [8]}),
+    ("exp", {"shape": [4, 16]}),
+    ("log", {"shape": [4, 16]}),
+    ("relu", {"shape": [2, 3, 8]}),
+    ("sigmoid", {"shape": [4, 16]}),
+    ("scale_shift", {"N": 1, "C": 3, "H": 4, "W": 5}),
+    ("matmul", {"M": 8, "N": 12, "K": 16}),
+    ("batch_matmul", {"B": 2, "M": 4, "N": 5, "K": 3}),
+    ("dense", {"M": 3, "N": 5, "K": 4}),
+    ("dense", {"M": 3, "N": 5, "K": 4, "bias": True}),
+    ("conv2d", {**_CONV, "layout": "NCHW", "stride": 2, "padding": 1}),
+    ("conv2d", {**_CONV, "layout": "NHWC", "padding": 2, "dilation": 2}),
+    ("conv2d", {**_CONV, "layout": "NCHW", "groups": 2, "padding": 1}),
+    ("conv2d", {**_CONV, "layout": "NHWC", "groups": 2}),
+    ("conv2d", {**_CONV, "R": 1, "S": 1}),
+    ("conv2d_bias_relu", {**_CONV, "layout": "NCHW", "padding": 1}),
+    ("conv2d_bias_relu", {**_CONV, "layout": "NHWC", "stride": 2}),
+    ("conv2d_bn_relu", {**_CONV, "layout": "NCHW", "padding": 1}),
+    ("conv2d_bn_relu", {**_CONV, "layout": "NHWC"}),
+    (
+        "depthwise_conv2d",
+        {
+            "layout": "NCHW",
+            "N": 1,
+            "C": 4,
+            "H": 8,
+            "W": 8,
+            "R": 3,
+            "S": 3,
+            "multiplier": 2,
+            "padding": 1,
+        },
+    ),
+    (
+        "depthwise_conv2d",
+        {"layout": "NHWC", "N": 1, "C": 4, "H": 8, "W": 8, "R": 3, "S": 3, "stride": 2},
+    ),
+    (
+        "conv2d_transpose",
+        {
+            "N": 1,
+            "C": 4,
+            "H": 5,
+            "W": 6,
+            "K": 3,
+            "R": 3,
+            "S": 3,
+            "stride": 2,
+            "padding": 1,
+            "output_padding": 1,
+        },
+    ),
+    (
+        "max_pool2d",
+        {
+            "layout": "NCHW",
+            "N": 1,
+            "C": 3,
+            "H": 8,
+            "W": 7,
+            "R": 3,
+            "S": 3,
+            "stride": 2,
+            "padding": 1,
+        },
+    ),
+    ("max_pool2d", {"layout": "NHWC", "N": 1, "C": 3, "H": 8, "W": 7, "R": 2, "S": 2, "stride": 2}),
+    (
+        "avg_pool2d",
+        {"layout": "NCHW", "N": 1, "C": 3, "H": 8, "W": 7, "R": 3, "S": 3, "padding": 1},
+    ),
+    ("avg_pool2d", {"layout": "NHWC", "N": 1, "C": 3, "H": 8, "W": 7, "R": 2, "S": 2, "stride": 2}),
+    ("global_pool", {"layout": "NCHW", "pool": "avg", "N": 1, "C": 5, "H": 4, "W": 3}),
+    ("global_pool", {"layout": "NHWC", "pool": "max", "N": 1, "C": 5, "H": 4, "W": 3}),
+    ("batch_norm", {"N": 1, "C": 3, "H": 4, "W": 5}),
+    ("layer_norm", {"rows": 4, "cols": 32}),
+    ("softmax", {"rows": 4, "cols": 32}),
+]
+
+
+def case_id(case: tuple[str, dict]) -> str:
+    """A readable test id: operator plus its layout or distinguishing options."""
+    name, params = case
+    extras = [str(params[k]) for k in ("layout", "pool") if k in params]
+    if params.get("groups", 1) != 1:
+        extras.append(f"groups{params['groups']}")
+    if params.get("bias") is True:
+        extras.append("bias")
+    if params.get("R", 3) != 3:
+        extras.append(f"R{params['R']}")
+    if "rhs_shape" in params:
+        extras.append("bcast")
+    return "-".join([name, *extras])

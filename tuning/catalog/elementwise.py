@@ -1,0 +1,226 @@
+"""Elementwise operators: add and mul with numpy broadcasting, exp, log, relu, sigmoid, and the
+per-channel scale_shift (x * gamma[c] + beta[c])."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import numpy as np
+from pydantic import Field, model_validator
+
+from tuning.catalog.base import Dim, Operator, OpParams
+
+MAX_ELEMENTS = 2**28
+Shape = Annotated[list[Dim], Field(min_length=1, max_length=4)]
+
+
+def _size(shape: list[int]) -> int:
+    return int(np.prod(shape, dtype=np.int64))
+
+
+class UnaryParams(OpParams):
+    """Shape of the input (1 to 4 dims)."""
+
+    shape: Shape
+    dtype: Literal["float32"] = "float32"
+
+    @model_validator(mode="after")
+    def _bounded(self) -> UnaryParams:
+        if _size(self.shape) > MAX_ELEMENTS:
+            raise ValueError(f"{_size(self.shape)} elements exceed the limit {MAX_ELEMENTS}")
+        return self
+
+
+class BinaryParams(UnaryParams):
+    """Shapes of both operands; ``rhs_shape`` broadcasts against ``shape`` as in numpy."""
+
+    rhs_shape: Annotated[list[Dim], Field(min_length=1, max_length=4)] | None = None
+
+    @model_validator(mode="after")
+    def _broadcastable(self) -> BinaryParams:
+        if self.rhs_shape is not None:
+            try:
+                out = np.broadcast_shapes(tuple(self.shape), tuple(self.rhs_shape))
+            except ValueError:
+                raise ValueError(
+                    f"rhs_shape {self.rhs_shape} does not broadcast with shape {self.shape}"
+                ) from None
+            if list(out) != list(self.shape):
+                raise ValueError("the broadcast result must have the lhs shape")
+        return self
+
+
+class _Binary(Operator):
+    Params = BinaryParams
+    example = {"shape": [1, 64, 56, 56], "rhs_shape": [64, 1, 1]}
+    topi_name: str
+    numpy_fn: Any
+
+    def build(self, params: BinaryParams) -> Any:
+        from tvm import te, topi
+
+        a = te.placeholder(params.shape, params.dtype, name="A")
+        b = te.placeholder(params.rhs_shape or params.shape, params.dtype, name="B")
+        return te.create_prim_func([a, b, getattr(topi, self.topi_name)(a, b)])
+
+    def reference(self, params: BinaryParams, inputs: list[np.ndarray]) -> np.ndarray:
+        a, b = (x.astype(np.float64) for x in inputs)
+        return type(self).numpy_fn(a, b)
+
+    def flop(self, params: BinaryParams) -> float:
+        return float(_size(params.shape))
+
+
+class Add(_Binary):
+    """Elementwise sum with broadcasting."""
+
+    name = "add"
+    description = "C = A + B (numpy broadcasting of B)"
+    topi_name = "add"
+    numpy_fn = np.add
+
+
+class Mul(_Binary):
+    """Elementwise product with broadcasting."""
+
+    name = "mul"
+    description = "C = A * B (numpy broadcasting of B)"
+    topi_name = "multiply"
+    numpy_fn = np.multiply
+
+
+class _Unary(Operator):
+    Params = UnaryParams
+    example = {"shape": [1, 64, 56, 56]}
+    flop_per_element = 1.0
+    low = -1.0
+
+    def te_op(self, x: Any) -> Any:
+        raise NotImplementedError
+
+    def numpy_op(self, x: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def build(self, params: UnaryParams) -> Any:
+        from tvm import te
+
+        x = te.placeholder(params.shape, params.dtype, name="X")
+        return te.create_prim_func([x, self.te_op(x)])
+
+    def reference(self, params: UnaryParams, inputs: list[np.ndarray]) -> np.ndarray:
+        return self.numpy_op(inputs[0].astype(np.float64))
+
+    def flop(self, params: UnaryParams) -> float:
+        return self.flop_per_element * _size(params.shape)
+
+    def make_inputs(self, params: OpParams, func: Any, rng: np.random.Generator) -> list:
+        from tuning.workload import arg_specs
+
+        shape, dtype = arg_specs(func)[0]
+        return [rng.uniform(self.low, 1.0, size=shape).astype(dtype)]
+
+
+class Exp(_Unary):
+    """e ** x."""
+
+    name = "exp"
+    description = "Y = exp(X)"
+
+    def te_op(self, x: Any) -> Any:
+        from tvm import topi
+
+        return topi.exp(x)
+
+    def numpy_op(self, x: np.ndarray) -> np.ndarray:
+        return np.exp(x)
+
+
+class Log(_Unary):
+    """Natural logarithm (inputs drawn from [0.01, 1))."""
+
+    name = "log"
+    description = "Y = log(X), X > 0"
+    low = 0.01
+
+    def te_op(self, x: Any) -> Any:
+        from tvm import topi
+
+        return topi.log(x)
+
+    def numpy_op(self, x: np.ndarray) -> np.ndarray:
+        return np.log(x)
+
+
+class Relu(_Unary):
+    """max(x, 0)."""
+
+    name = "relu"
+    description = "Y = max(X, 0)"
+
+    def te_op(self, x: Any) -> Any:
+        from tvm import topi
+
+        return topi.nn.relu(x)
+
+    def numpy_op(self, x: np.ndarray) -> np.ndarray:
+        return np.maximum(x, 0)
+
+
+class Sigmoid(_Unary):
+    """1 / (1 + e ** -x)."""
+
+    name = "sigmoid"
+    description = "Y = 1 / (1 + exp(-X))"
+    flop_per_element = 3.0
+
+    def te_op(self, x: Any) -> Any:
+        from tvm import topi
+
+        return topi.sigmoid(x)
+
+    def numpy_op(self, x: np.ndarray) -> np.ndarray:
+        return 1.0 / (1.0 + np.exp(-x))
+
+
+class ScaleShiftParams(OpParams):
+    """NCHW input; gamma and beta have C entries."""
+
+    N: Dim
+    C: Dim
+    H: Dim
+    W: Dim
+    dtype: Literal["float32"] = "float32"
+
+    @model_validator(mode="after")
+    def _bounded(self) -> ScaleShiftParams:
+        if self.N * self.C * self.H * self.W > MAX_ELEMENTS:
+            raise ValueError(f"N*C*H*W exceeds the limit {MAX_ELEMENTS}")
+        return self
+
+
+class ScaleShift(Operator):
+    """Per-channel affine transform (a folded inference BatchNorm)."""
+
+    name = "scale_shift"
+    description = "Y[n,c,h,w] = X[n,c,h,w] * gamma[c] + beta[c]"
+    Params = ScaleShiftParams
+    example = {"N": 1, "C": 64, "H": 56, "W": 56}
+
+    def build(self, params: ScaleShiftParams) -> Any:
+        from tvm import te
+
+        x = te.placeholder((params.N, params.C, params.H, params.W), params.dtype, name="X")
+        gamma = te.placeholder((params.C,), params.dtype, name="gamma")
+        beta = te.placeholder((params.C,), params.dtype, name="beta")
+        y = te.compute(x.shape, lambda n, c, h, w: x[n, c, h, w] * gamma[c] + beta[c], name="Y")
+        return te.create_prim_func([x, gamma, beta, y])
+
+    def reference(self, params: ScaleShiftParams, inputs: list[np.ndarray]) -> np.ndarray:
+        x, gamma, beta = (v.astype(np.float64) for v in inputs)
+        return x * gamma[None, :, None, None] + beta[None, :, None, None]
+
+    def flop(self, params: ScaleShiftParams) -> float:
+        return 2.0 * params.N * params.C * params.H * params.W
+
+
+OPERATORS = [Add(), Mul(), Exp(), Log(), Relu(), Sigmoid(), ScaleShift()]

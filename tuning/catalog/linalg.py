@@ -1,0 +1,108 @@
+"""batch_matmul and dense (with or without bias: the MatMul+Add fusion)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import model_validator
+
+from tuning.catalog.base import Dim, Operator, OpParams
+from tuning.catalog.matmul import MAX_MACS
+
+
+class BatchMatmulParams(OpParams):
+    """A is B×M×K, the second operand B×K×N."""
+
+    B: Dim
+    M: Dim
+    N: Dim
+    K: Dim
+    dtype: Literal["float32"] = "float32"
+
+    @model_validator(mode="after")
+    def _not_absurd(self) -> BatchMatmulParams:
+        if self.B * self.M * self.N * self.K > MAX_MACS:
+            raise ValueError(f"B*M*N*K exceeds the limit {MAX_MACS}")
+        return self
+
+
+class BatchMatmul(Operator):
+    """A batch of independent matrix products."""
+
+    name = "batch_matmul"
+    description = "C[b,M,N] = A[b,M,K] @ B[b,K,N]"
+    Params = BatchMatmulParams
+    example = {"B": 12, "M": 128, "N": 64, "K": 128}
+
+    def build(self, params: BatchMatmulParams) -> Any:
+        from tvm import te
+
+        a = te.placeholder((params.B, params.M, params.K), params.dtype, name="A")
+        b = te.placeholder((params.B, params.K, params.N), params.dtype, name="B")
+        k = te.reduce_axis((0, params.K), name="k")
+        c = te.compute(
+            (params.B, params.M, params.N),
+            lambda n, i, j: te.sum(a[n, i, k] * b[n, k, j], axis=k),
+            name="C",
+        )
+        return te.create_prim_func([a, b, c])
+
+    def reference(self, params: BatchMatmulParams, inputs: list[np.ndarray]) -> np.ndarray:
+        a, b = (x.astype(np.float64) for x in inputs)
+        return a @ b
+
+    def flop(self, params: BatchMatmulParams) -> float:
+        return 2.0 * params.B * params.M * params.N * params.K
+
+    def tolerance(self, params: BatchMatmulParams) -> tuple[float, float]:
+        return 1e-4, 1e-5 + 2e-7 * params.K
+
+
+class DenseParams(OpParams):
+    """X is M×K, the weight N×K (as in a fully connected layer), an optional bias of N."""
+
+    M: Dim
+    N: Dim
+    K: Dim
+    bias: bool = False
+    dtype: Literal["float32"] = "float32"
+
+    @model_validator(mode="after")
+    def _not_absurd(self) -> DenseParams:
+        if self.M * self.N * self.K > MAX_MACS:
+            raise ValueError(f"M*N*K exceeds the limit {MAX_MACS}")
+        return self
+
+
+class Dense(Operator):
+    """A fully connected layer: X @ W^T (+ bias)."""
+
+    name = "dense"
+    description = "Y[M,N] = X[M,K] @ W[N,K]^T (+ bias[N] when bias=true: MatMul+Add fused)"
+    Params = DenseParams
+    example = {"M": 1, "N": 1000, "K": 2048, "bias": True}
+
+    def build(self, params: DenseParams) -> Any:
+        from tvm import te, topi
+
+        x = te.placeholder((params.M, params.K), params.dtype, name="X")
+        w = te.placeholder((params.N, params.K), params.dtype, name="W")
+        if params.bias:
+            b = te.placeholder((params.N,), params.dtype, name="bias")
+            return te.create_prim_func([x, w, b, topi.nn.dense(x, w, b)])
+        return te.create_prim_func([x, w, topi.nn.dense(x, w)])
+
+    def reference(self, params: DenseParams, inputs: list[np.ndarray]) -> np.ndarray:
+        x, w = inputs[0].astype(np.float64), inputs[1].astype(np.float64)
+        y = x @ w.T
+        return y + inputs[2].astype(np.float64) if params.bias else y
+
+    def flop(self, params: DenseParams) -> float:
+        return 2.0 * params.M * params.N * params.K + (params.M * params.N if params.bias else 0)
+
+    def tolerance(self, params: DenseParams) -> tuple[float, float]:
+        return 1e-4, 1e-5 + 2e-7 * params.K
+
+
+OPERATORS = [BatchMatmul(), Dense()]
