@@ -71,23 +71,29 @@ def _out(size: int, kernel: int, stride: int, pad: int, dilation: int) -> int:
     return (size + 2 * pad - dilation * (kernel - 1) - 1) // stride + 1
 
 
-# -- conv2d and its fusions ---------------------------------------------------------------
-class Conv2dParams(OpParams):
-    """Input N×C×H×W (or N×H×W×C), K output channels, an R×S kernel (OIHW, or HWIO for NHWC)."""
+class WindowParams(OpParams):
+    """An N×C×H×W input (or N×H×W×C) and an R×S window moved with a stride over padding:
+    what convolutions and pooling share."""
 
     layout: Literal["NCHW", "NHWC"] = "NCHW"
     N: Dim
     C: Channels
     H: Spatial
     W: Spatial
-    K: Channels
     R: Kernel
     S: Kernel
     stride: Stride = 1
     padding: Pad = 0
+    dtype: Literal["float32"] = "float32"
+
+
+# -- conv2d and its fusions ---------------------------------------------------------------
+class Conv2dParams(WindowParams):
+    """Input N×C×H×W (or N×H×W×C), K output channels, an R×S kernel (OIHW, or HWIO for NHWC)."""
+
+    K: Channels
     dilation: Dilation = 1
     groups: Annotated[int, Field(strict=True, ge=1, le=4096)] = 1
-    dtype: Literal["float32"] = "float32"
 
     @property
     def out_hw(self) -> tuple[int, int]:
@@ -250,21 +256,11 @@ class Conv2dBnRelu(Conv2dBiasRelu):
 
 
 # -- depthwise ----------------------------------------------------------------------------------
-class DepthwiseParams(OpParams):
+class DepthwiseParams(WindowParams):
     """Input N×C×H×W (or NHWC), one R×S filter per channel (times ``multiplier``)."""
 
-    layout: Literal["NCHW", "NHWC"] = "NCHW"
-    N: Dim
-    C: Channels
-    H: Spatial
-    W: Spatial
-    R: Kernel
-    S: Kernel
     multiplier: Annotated[int, Field(strict=True, ge=1, le=8)] = 1
-    stride: Stride = 1
-    padding: Pad = 0
     dilation: Dilation = 1
-    dtype: Literal["float32"] = "float32"
 
     @model_validator(mode="after")
     def _consistent(self) -> DepthwiseParams:
@@ -315,20 +311,12 @@ class DepthwiseConv2d(Operator):
 
 
 # -- transposed -------------------------------------------------------------------------------
-class Conv2dTransposeParams(OpParams):
-    """Input N×C×H×W, weights C×K×R×S."""
+class Conv2dTransposeParams(WindowParams):
+    """Input N×C×H×W (NCHW only), weights C×K×R×S."""
 
-    N: Dim
-    C: Channels
-    H: Spatial
-    W: Spatial
+    layout: Literal["NCHW"] = "NCHW"
     K: Channels
-    R: Kernel
-    S: Kernel
-    stride: Stride = 1
-    padding: Pad = 0
     output_padding: Annotated[int, Field(strict=True, ge=0, le=7)] = 0
-    dtype: Literal["float32"] = "float32"
 
     @model_validator(mode="after")
     def _consistent(self) -> Conv2dTransposeParams:

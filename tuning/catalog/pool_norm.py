@@ -9,24 +9,13 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from tuning.catalog.base import Dim, Operator, OpParams
-from tuning.catalog.conv import Channels, Kernel, Pad, Spatial, Stride
+from tuning.catalog.conv import Channels, Spatial, WindowParams
 
 MAX_ELEMENTS = 2**28
 
 
-class Pool2dParams(OpParams):
+class Pool2dParams(WindowParams):
     """Input N×C×H×W (or NHWC), an R×S window."""
-
-    layout: Literal["NCHW", "NHWC"] = "NCHW"
-    N: Dim
-    C: Channels
-    H: Spatial
-    W: Spatial
-    R: Kernel
-    S: Kernel
-    stride: Stride = 1
-    padding: Pad = 0
-    dtype: Literal["float32"] = "float32"
 
     @model_validator(mode="after")
     def _consistent(self) -> Pool2dParams:
