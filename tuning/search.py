@@ -42,7 +42,14 @@ def _mean_secs(result: Any) -> float | None:
     return None if mean >= FAILED_SECS or math.isnan(mean) else mean
 
 
-def _progress_callback(on_batch: OnBatch) -> Any:
+class _Stop:
+    """What ``on_batch`` raised: TVM's FFI turns a Python exception raised inside a callback
+    into a plain RuntimeError, so the original is kept here and re-raised by `run_search`."""
+
+    error: BaseException | None = None
+
+
+def _progress_callback(on_batch: OnBatch, stop: _Stop) -> Any:
     from tvm.ir.utils import derived_object
     from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
 
@@ -65,14 +72,18 @@ def _progress_callback(on_batch: OnBatch) -> Any:
                 if self.best_secs is None or batch_best < self.best_secs:
                     self.best_secs = batch_best
             self.trials_done += len(runner_results)
-            on_batch(
-                BatchReport(
-                    trials_done=self.trials_done,
-                    batch_size=len(runner_results),
-                    batch_failures=len(means) - len(ok),
-                    best_us=None if self.best_secs is None else self.best_secs * 1e6,
+            try:
+                on_batch(
+                    BatchReport(
+                        trials_done=self.trials_done,
+                        batch_size=len(runner_results),
+                        batch_failures=len(means) - len(ok),
+                        best_us=None if self.best_secs is None else self.best_secs * 1e6,
+                    )
                 )
-            )
+            except BaseException as err:
+                stop.error = err
+                raise
 
     return ProgressCallback()
 
@@ -130,7 +141,8 @@ def run_search(
     ).clone()
     builder = make_builder(max_workers=cores)
     runner = make_runner()
-    callbacks = list(MeasureCallback.create("default")) + [_progress_callback(on_batch)]
+    stop = _Stop()
+    callbacks = list(MeasureCallback.create("default")) + [_progress_callback(on_batch, stop)]
     try:
         tune_tasks(
             tasks=[context],
@@ -146,6 +158,10 @@ def run_search(
             measure_callbacks=callbacks,
             task_scheduler="round-robin",
         )
+    except Exception:
+        if stop.error is not None:
+            raise stop.error from None
+        raise
     finally:
         pool = getattr(runner, "pool", None)
         if pool is not None:

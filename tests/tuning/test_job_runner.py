@@ -159,3 +159,23 @@ def test_raw_tir_job_is_verified_against_the_plainly_compiled_function(tuned_sto
     out = tvm.runtime.empty((16, 16), "float32", tvm.cpu(0))
     module["main"](tvm.runtime.tensor(a), out)
     np.testing.assert_allclose(out.numpy(), a * 2 + 1, rtol=1e-6)
+
+
+def test_cancel_stops_the_search_after_one_batch_and_keeps_its_records(
+    tuned_store: dict,
+) -> None:
+    from sqlalchemy import update
+
+    from schedules_db.models import JobRow
+
+    store = tuned_store["store"]
+    wid, tid = tuned_store["workload_id"], tuned_store["target_id"]
+    job = store.create_job(wid, tid, 64, "q")
+    with store.session() as s:  # cancel asked for while the job is (about to be) running
+        s.execute(update(JobRow).where(JobRow.id == job.id).values(cancel_requested=True))
+    assert run_job(tuned_store["context"], job.id) == "cancelled"
+    row = store.get_job(job.id)
+    assert row.state == "cancelled" and row.schedule_id is None and row.finished_at
+    batch = tuned_store["context"].num_trials_per_iter
+    assert row.trials_done == batch
+    assert 1 <= store.count_records(tid, wid, job_id=job.id) <= batch
