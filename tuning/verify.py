@@ -3,7 +3,6 @@ reference before it can become a served schedule."""
 
 from __future__ import annotations
 
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -93,8 +92,3 @@ def check_close(actual: np.ndarray, expected: np.ndarray, rtol: float, atol: flo
             f"(rtol={rtol:g}, atol={atol:g})"
         )
     return err
-
-
-def scratch_dir() -> Path:
-    """A fresh temporary folder for libraries being verified."""
-    return Path(tempfile.mkdtemp(prefix="tunehub-verify-"))

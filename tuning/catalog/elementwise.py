@@ -95,20 +95,19 @@ class _Unary(Operator):
     flop_per_element = 1.0
     low = -1.0
 
-    def te_op(self, x: Any) -> Any:
-        raise NotImplementedError
-
-    def numpy_op(self, x: np.ndarray) -> np.ndarray:
-        raise NotImplementedError
+    topi_name: str  # dotted path under tvm.topi
+    numpy_fn: Any  # float64 reference of one array
 
     def build(self, params: UnaryParams) -> Any:
-        from tvm import te
+        from operator import attrgetter
+
+        from tvm import te, topi
 
         x = te.placeholder(params.shape, params.dtype, name="X")
-        return te.create_prim_func([x, self.te_op(x)])
+        return te.create_prim_func([x, attrgetter(self.topi_name)(topi)(x)])
 
     def reference(self, params: UnaryParams, inputs: list[np.ndarray]) -> np.ndarray:
-        return self.numpy_op(inputs[0].astype(np.float64))
+        return type(self).numpy_fn(inputs[0].astype(np.float64))
 
     def flop(self, params: UnaryParams) -> float:
         return self.flop_per_element * _size(params.shape)
@@ -120,66 +119,39 @@ class _Unary(Operator):
         return [rng.uniform(self.low, 1.0, size=shape).astype(dtype)]
 
 
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def _relu(x: np.ndarray) -> np.ndarray:
+    return np.maximum(x, 0)
+
+
 class Exp(_Unary):
     """e ** x."""
 
-    name = "exp"
-    description = "Y = exp(X)"
-
-    def te_op(self, x: Any) -> Any:
-        from tvm import topi
-
-        return topi.exp(x)
-
-    def numpy_op(self, x: np.ndarray) -> np.ndarray:
-        return np.exp(x)
+    name, description, topi_name, numpy_fn = "exp", "Y = exp(X)", "exp", np.exp
 
 
 class Log(_Unary):
     """Natural logarithm (inputs drawn from [0.01, 1))."""
 
-    name = "log"
-    description = "Y = log(X), X > 0"
+    name, description, topi_name, numpy_fn = "log", "Y = log(X), X > 0", "log", np.log
     low = 0.01
-
-    def te_op(self, x: Any) -> Any:
-        from tvm import topi
-
-        return topi.log(x)
-
-    def numpy_op(self, x: np.ndarray) -> np.ndarray:
-        return np.log(x)
 
 
 class Relu(_Unary):
     """max(x, 0)."""
 
-    name = "relu"
-    description = "Y = max(X, 0)"
-
-    def te_op(self, x: Any) -> Any:
-        from tvm import topi
-
-        return topi.nn.relu(x)
-
-    def numpy_op(self, x: np.ndarray) -> np.ndarray:
-        return np.maximum(x, 0)
+    name, description, topi_name, numpy_fn = "relu", "Y = max(X, 0)", "nn.relu", _relu
 
 
 class Sigmoid(_Unary):
     """1 / (1 + e ** -x)."""
 
-    name = "sigmoid"
-    description = "Y = 1 / (1 + exp(-X))"
+    name, description, topi_name = "sigmoid", "Y = 1 / (1 + exp(-X))", "sigmoid"
+    numpy_fn = _sigmoid
     flop_per_element = 3.0
-
-    def te_op(self, x: Any) -> Any:
-        from tvm import topi
-
-        return topi.sigmoid(x)
-
-    def numpy_op(self, x: np.ndarray) -> np.ndarray:
-        return 1.0 / (1.0 + np.exp(-x))
 
 
 class ScaleShiftParams(OpParams):
