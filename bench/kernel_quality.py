@@ -1,12 +1,16 @@
-"""Kernel quality: matmuls tuned through tunehub vs numpy (OpenBLAS), measured side by side.
+"""Kernel quality: kernels tuned through tunehub vs the vendor libraries, measured side by side.
 
 Starts its own `tunehub serve` on a free port with a fresh data folder (or uses --server),
-submits fp32 matmul jobs (512³ and 1024³, 256 trials each by default), downloads the verified
-artifacts, then times in this one process, interleaved: the tuned library (TVM time_evaluator)
-and numpy ``a @ b``. Prints latency, GFLOPS, tuned/numpy speed ratio and the fraction of the CPU's
-estimated fp32 peak.
+submits fp32 jobs for the chosen cases, downloads the verified artifacts, then times in this one
+process, interleaved: the tuned library (TVM time_evaluator) and the baseline on the same data:
+numpy ``a @ b`` (OpenBLAS) for matmuls; PyTorch CPU (oneDNN; NHWC as channels_last) for the
+ResNet-50 convolutions and the MobileNet depthwise layer. Prints latency, GFLOPS, the
+baseline/tuned speed ratio (> 1: tuned is faster) and the fraction of the CPU's estimated peak.
 
-    .venv/bin/python bench/kernel_quality.py [--sizes 512 1024] [--trials 256] [--server URL]
+    .venv/bin/python bench/kernel_quality.py [--cases matmul512 ...] [--trials 256] [--server URL]
+
+Cases: matmul512, matmul1024 (numpy); resnet-7x7s2, resnet-3x3, resnet-1x1, each -nchw and
+-nhwc, and mobilenet-dw-nchw / -nhwc (PyTorch, installed by `pip install -e '.[bench]'`).
 
 OpenBLAS's speed depends on OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE, which some machines here set
 for old OpenBLAS builds: run with both unset to compare against current numpy at its best
@@ -62,14 +66,71 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def time_numpy(a: np.ndarray, b: np.ndarray, repeat: int, min_s: float = 0.1) -> float:
-    """Median seconds of ``a @ b`` (each sample loops for at least ``min_s``)."""
-    a @ b
+def _conv(layout: str, c: int, hw: int, k: int, r: int, stride: int, pad: int) -> dict:
+    return {
+        "layout": layout, "N": 1, "C": c, "H": hw, "W": hw, "K": k,
+        "R": r, "S": r, "stride": stride, "padding": pad,
+    }  # fmt: skip
+
+
+def _dw(layout: str) -> dict:
+    return {
+        "layout": layout, "N": 1, "C": 32, "H": 112, "W": 112,
+        "R": 3, "S": 3, "stride": 1, "padding": 1,
+    }  # fmt: skip
+
+
+# name -> (operator, params, baseline); ResNet-50 layers at batch 1: conv1 (7×7 stride 2),
+# a layer1 3×3 and a layer1 1×1 expansion; MobileNet-V1's first depthwise layer.
+CASES: dict[str, tuple[str, dict, str]] = {
+    "matmul512": ("matmul", {"M": 512, "N": 512, "K": 512}, "numpy"),
+    "matmul1024": ("matmul", {"M": 1024, "N": 1024, "K": 1024}, "numpy"),
+}
+for _layout in ("nchw", "nhwc"):
+    _L = _layout.upper()
+    CASES[f"resnet-7x7s2-{_layout}"] = ("conv2d", _conv(_L, 3, 224, 64, 7, 2, 3), "torch")
+    CASES[f"resnet-3x3-{_layout}"] = ("conv2d", _conv(_L, 64, 56, 64, 3, 1, 1), "torch")
+    CASES[f"resnet-1x1-{_layout}"] = ("conv2d", _conv(_L, 64, 56, 256, 1, 1, 0), "torch")
+    CASES[f"mobilenet-dw-{_layout}"] = ("depthwise_conv2d", _dw(_L), "torch")
+
+
+def baseline_callable(operator: str, params: dict, inputs: list[np.ndarray]):  # noqa: ANN201
+    """The vendor-library version of the case on the same data, as a no-argument callable."""
+    if operator == "matmul":
+        a, b = inputs
+        return lambda: a @ b
+    import torch
+
+    torch.set_num_threads(int(os.environ.get("BENCH_THREADS", os.cpu_count() or 1)))
+    x, w = (torch.from_numpy(v) for v in inputs)
+    nhwc = params["layout"] == "NHWC"
+    if nhwc:
+        # NHWC data as an NCHW view with channels_last strides: PyTorch's NHWC path.
+        x = x.permute(0, 3, 1, 2)
+        w = w.permute(3, 2, 0, 1) if operator == "conv2d" else w.permute(2, 3, 0, 1)
+        w = w.contiguous(memory_format=torch.channels_last)
+    groups = params["C"] if operator == "depthwise_conv2d" else 1
+    if operator == "depthwise_conv2d":
+        w = w.reshape(params["C"], 1, params["R"], params["S"])
+        if nhwc:
+            w = w.contiguous(memory_format=torch.channels_last)
+    stride, pad = params.get("stride", 1), params.get("padding", 0)
+
+    def run() -> object:
+        with torch.inference_mode():
+            return torch.nn.functional.conv2d(x, w, None, stride, pad, 1, groups)
+
+    return run
+
+
+def time_callable(fn, repeat: int, min_s: float = 0.1) -> float:  # noqa: ANN001
+    """Median seconds of ``fn()`` (each sample loops for at least ``min_s``)."""
+    fn()
     samples = []
     for _ in range(repeat):
         n, start = 0, time.perf_counter()
         while True:
-            a @ b
+            fn()
             n += 1
             elapsed = time.perf_counter() - start
             if elapsed >= min_s:
@@ -78,15 +139,13 @@ def time_numpy(a: np.ndarray, b: np.ndarray, repeat: int, min_s: float = 0.1) ->
     return statistics.median(samples)
 
 
-def time_tvm(module, shape_a, shape_b, shape_c, repeat: int) -> float:  # noqa: ANN001
+def time_tvm(module, inputs: list[np.ndarray], out_shape, out_dtype, repeat: int) -> float:  # noqa: ANN001
     """Median seconds of the tuned kernel (TVM time_evaluator, 100 ms per sample)."""
     import tvm
 
     dev = tvm.cpu(0)
-    args = [
-        tvm.runtime.tensor(np.random.rand(*s).astype("float32"), dev)
-        for s in (shape_a, shape_b, shape_c)
-    ]
+    args = [tvm.runtime.tensor(v, dev) for v in inputs]
+    args.append(tvm.runtime.tensor(np.zeros(out_shape, out_dtype), dev))
     timer = module.time_evaluator("main", dev, number=1, repeat=repeat, min_repeat_ms=100)
     return statistics.median(float(x) for x in timer(*args).results)
 
@@ -94,7 +153,7 @@ def time_tvm(module, shape_a, shape_b, shape_c, repeat: int) -> float:  # noqa: 
 def main() -> int:
     """Run the benchmark and print the table."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[512, 1024])
+    parser.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
     parser.add_argument("--trials", type=int, default=256)
     parser.add_argument("--server", help="use a running tunehub instead of starting one")
     parser.add_argument("--repeat", type=int, default=7, help="timed samples per kernel")
@@ -104,10 +163,14 @@ def main() -> int:
     import threadpoolctl
     import tvm
 
+    from tuning.catalog import get_operator
     from tuning.targets import resolve_target
+    from tuning.verify import run_module
+    from tuning.workload import arg_specs, catalog_workload
 
     host = resolve_target("host")
     cores = int(host.canonical.get("num-cores", os.cpu_count() or 1))
+    os.environ.setdefault("BENCH_THREADS", str(cores))
     peak, peak_how = cpu_peak_gflops(cores)
     peak = args.peak_gflops or peak
     blas = [
@@ -118,6 +181,11 @@ def main() -> int:
     print(f"target: {host.canonical}")
     print(f"peak (estimate): {peak:.0f} GFLOPS = {peak_how}")
     print(f"numpy BLAS: {blas}  OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE')}")
+    if any(CASES[c][2] == "torch" for c in args.cases):
+        import torch
+
+        print(f"torch {torch.__version__}, {os.environ['BENCH_THREADS']} threads, "
+              f"mkldnn={torch.backends.mkldnn.is_available()}")  # fmt: skip
 
     server, data_dir = None, None
     url = args.server
@@ -151,18 +219,23 @@ def main() -> int:
                     if time.monotonic() > deadline:
                         raise
                     time.sleep(0.5)
-            for n in args.sizes:
-                started = time.monotonic()
-                job = client.submit("matmul", {"M": n, "N": n, "K": n}, "host", args.trials)
+            # Queue every case at once; the worker runs them one after another.
+            submitted = {
+                name: (time.monotonic(), client.submit(CASES[name][0], CASES[name][1], "host",
+                                                       args.trials))
+                for name in args.cases
+            }  # fmt: skip
+            for name, (started, job) in submitted.items():
                 job = client.wait(job["id"], poll_s=2)
                 wall = time.monotonic() - started
                 if job["state"] != "succeeded":
-                    print(f"{n}^3: job {job['state']}: {job['error']}")
+                    print(f"{name}: job {job['state']}: {job['error']}")
                     continue
                 sched = client.schedule(job["schedule_id"])
-                lib = Path(tempfile.mkdtemp()) / f"matmul{n}.so"
+                lib = Path(tempfile.mkdtemp()) / f"{name}.so"
                 client.download_artifact(job["schedule_id"], lib)
-                rows.append((n, job, sched, lib, wall))
+                rows.append((name, sched, lib, wall))
+                print(f"{name}: tuned in {wall:.0f} s since submit", flush=True)
     finally:
         if server is not None:
             server.terminate()
@@ -170,29 +243,42 @@ def main() -> int:
 
     print()
     print(
-        f"{'shape':>6} {'trials':>6} {'tune s':>7} {'tuned us':>10} {'numpy us':>10} "
-        f"{'tuned GF':>9} {'numpy GF':>9} {'tuned/numpy':>11} {'tuned %peak':>11} "
-        f"{'numpy %peak':>11} {'vs untuned':>10}"
+        f"{'case':<20} {'baseline':>8} {'trials':>6} {'tuned us':>10} {'base us':>10} "
+        f"{'tuned GF':>9} {'base GF':>8} {'base/tuned':>10} {'tuned %pk':>9} {'base %pk':>8} "
+        f"{'vs untuned':>10} {'max err':>8}"
     )
-    for n, _job, sched, lib, wall in rows:
+    rng = np.random.default_rng(0)
+    for name, sched, lib, _wall in rows:
+        operator, raw, baseline = CASES[name]
+        op = get_operator(operator)
+        params = op.Params.model_validate(raw)
+        func = catalog_workload(operator, params).mod["main"]
+        out_shape, out_dtype = arg_specs(func)[-1]
+        inputs = op.make_inputs(params, func, rng)
         module = tvm.runtime.load_module(str(lib))
-        a = np.random.rand(n, n).astype("float32")
-        b = np.random.rand(n, n).astype("float32")
+        base_fn = baseline_callable(operator, raw, inputs)
+        # The two compute the same thing (checked here, on top of the worker's verification).
+        ours = run_module(module, "llvm", inputs, out_shape, out_dtype)
+        theirs = np.asarray(base_fn())
+        if baseline == "torch" and raw.get("layout") == "NHWC":
+            theirs = theirs.transpose(0, 2, 3, 1)
+        err = float(np.max(np.abs(ours - theirs)))
         # Interleave the two so that machine noise hits both alike.
-        tuned, numpy_s = [], []
+        tuned, base = [], []
         for _ in range(3):
-            tuned.append(time_tvm(module, (n, n), (n, n), (n, n), args.repeat))
-            numpy_s.append(time_numpy(a, b, args.repeat))
-        t_tvm, t_np = statistics.median(tuned), statistics.median(numpy_s)
-        flop = 2.0 * n**3
-        gf_tvm, gf_np = flop / t_tvm / 1e9, flop / t_np / 1e9
+            tuned.append(time_tvm(module, inputs, out_shape, out_dtype, args.repeat))
+            base.append(time_callable(base_fn, args.repeat))
+        t_tvm, t_base = statistics.median(tuned), statistics.median(base)
+        flop = op.flop(params)
+        gf_tvm, gf_base = flop / t_tvm / 1e9, flop / t_base / 1e9
         print(
-            f"{n:>5}³ {sched['trials']:>6} {wall:>7.0f} {t_tvm * 1e6:>10.1f} "
-            f"{t_np * 1e6:>10.1f} {gf_tvm:>9.1f} {gf_np:>9.1f} {t_np / t_tvm:>10.2f}x "
-            f"{gf_tvm / peak:>10.0%} {gf_np / peak:>11.0%} "
-            f"{sched['speedup_vs_untuned']:>9.1f}x"
+            f"{name:<20} {baseline:>8} {sched['trials']:>6} {t_tvm * 1e6:>10.1f} "
+            f"{t_base * 1e6:>10.1f} {gf_tvm:>9.1f} {gf_base:>8.1f} {t_base / t_tvm:>9.2f}x "
+            f"{gf_tvm / peak:>9.0%} {gf_base / peak:>8.0%} "
+            f"{sched['speedup_vs_untuned']:>9.1f}x {err:>8.1e}",
+            flush=True,
         )
-    print("\ntuned/numpy > 1 means the tuned kernel is faster than numpy's a @ b.")
+    print("\nbase/tuned > 1 means the tuned kernel is faster than the baseline library.")
     if data_dir is not None:
         shutil.rmtree(data_dir, ignore_errors=True)
     return 0

@@ -223,7 +223,8 @@ def cmd_operators(args: argparse.Namespace) -> int:
     with TunehubClient(args.server) as client:
         for op in client.operators():
             params = ", ".join(op["params_schema"].get("properties", {}))
-            print(f"{op['name']:<16} {op['description']}  [{params}]")
+            dtypes = "/".join(op.get("dtypes", []))
+            print(f"{op['name']:<18} {dtypes:<22} {op['description']}  [{params}]")
     return 0
 
 

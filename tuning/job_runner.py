@@ -22,6 +22,7 @@ import numpy as np
 from schedules_db.store import JobState, NewSchedule, Store
 from tuning.artifacts import publish
 from tuning.catalog import get_operator
+from tuning.catalog.dtypes import random_operand, widen_tolerance
 from tuning.search import BatchReport, SearchCancelled, run_search
 from tuning.verify import (
     VerificationError,
@@ -90,11 +91,11 @@ class _Reference:
             self.inputs, self.expected = self.op.make_case(self.params, func, rng)
             self.rtol, self.atol = self.op.tolerance(self.params)
         else:
-            self.inputs = [rng.uniform(-1, 1, size=s).astype(d) for s, d in specs[:-1]]
+            self.inputs = [random_operand(s, d, rng) for s, d in specs[:-1]]
             self.expected = run_module(
                 untuned_module, kind, self.inputs, self.out_shape, self.out_dtype
             )
-            self.rtol, self.atol = 1e-4, 1e-5
+            self.rtol, self.atol = widen_tolerance(1e-4, 1e-5, self.out_dtype)
 
     def check(self, module: Any) -> float:
         actual = run_module(module, self.kind, self.inputs, self.out_shape, self.out_dtype)

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Request
 
 from service.schemas import target_json
 from tuning.catalog import list_operators
+from tuning.catalog.dtypes import TOLERANCE_RULES
 from tuning.targets import HOST, resolve_target
 
 router = APIRouter(tags=["catalog"])
@@ -21,6 +22,8 @@ def operators() -> list[dict[str, Any]]:
             "name": op.name,
             "description": op.description,
             "params_schema": op.schema(),
+            "dtypes": op.dtypes(),
+            "tolerance": TOLERANCE_RULES,
             "example": {
                 "operator": {"name": op.name, "params": op.example},
                 "target": HOST,

@@ -151,6 +151,9 @@ def test_operators_list_schemas_and_examples(api: tuple[httpx.Client, Path]) -> 
     assert set(matmul["params_schema"]["properties"]) >= {"M", "N", "K"}
     assert matmul["params_schema"]["properties"]["M"]["maximum"] >= 1024
     assert matmul["example"]["operator"]["name"] == "matmul"
+    assert matmul["dtypes"] == ["float32", "float16", "int8"]
+    assert ops["softmax"]["dtypes"] == ["float32", "float16"]
+    assert "int8" in matmul["tolerance"] and "float16" in matmul["tolerance"]
 
 
 def test_cache_hit_and_schedule_download_without_any_worker(
@@ -201,3 +204,102 @@ def test_cache_hit_and_schedule_download_without_any_worker(
             detail["artifact"]["url"].removeprefix("/api/v1"), headers={"If-None-Match": f'"{sha}"'}
         )
         assert again.status_code == 304 and not again.content
+
+
+def _bound_violations() -> list[tuple[str, dict, list, str]]:
+    """For every catalog operator and every numeric bound in its JSON Schema (fields and list
+    items): a body just past the bound, the error location and the rule FastAPI must name."""
+    from tests.tuning.catalog_cases import CASES
+    from tuning.catalog import list_operators
+
+    valid = {}
+    for name, params in CASES:
+        valid.setdefault(name, params)
+    cases = []
+    for op in list_operators():
+        for field, prop in op.schema()["properties"].items():
+            variants = [prop, *prop.get("anyOf", [])]
+            for schema in variants:
+                item = schema.get("items") if schema.get("type") == "array" else None
+                bounds = item if item is not None else schema
+                for key, delta, rule in (
+                    ("minimum", -1, "greater_than_equal"),
+                    ("maximum", +1, "less_than_equal"),
+                    ("exclusiveMinimum", 0, "greater_than"),
+                ):
+                    if key not in bounds:
+                        continue
+                    bad_value = bounds[key] + delta
+                    params = dict(valid[op.name])
+                    if item is not None:
+                        base = list(params.get(field) or params["shape"])
+                        params[field] = [bad_value, *base[1:]]
+                        loc = ["body", "operator", "params", field, 0]
+                    else:
+                        params[field] = bad_value
+                        loc = ["body", "operator", "params", field]
+                    cases.append((op.name, params, loc, rule))
+    return cases
+
+
+BOUND_VIOLATIONS = _bound_violations()
+
+
+def test_every_operator_has_bounded_numeric_parameters() -> None:
+    from tuning.catalog import list_operators
+
+    bounded = {name for name, *_ in BOUND_VIOLATIONS}
+    assert bounded == {op.name for op in list_operators()}
+    assert len(BOUND_VIOLATIONS) >= 100
+
+
+@pytest.mark.parametrize(
+    "name, params, loc, rule",
+    BOUND_VIOLATIONS,
+    ids=[f"{c[0]}-{'.'.join(map(str, c[2][3:]))}-{c[3]}" for c in BOUND_VIOLATIONS],
+)
+def test_each_parameter_bound_is_a_422(
+    api: tuple[httpx.Client, Path], name: str, params: dict, loc: list, rule: str
+) -> None:
+    client, data_dir = api
+    before = _counts(data_dir)
+    response = client.post("/jobs", json=_body(params, name=name))
+    assert response.status_code == 422, response.text
+    detail = response.json()["detail"]
+    assert any(d["loc"] == loc and d["type"] == rule for d in detail), detail
+    assert _counts(data_dir) == before
+
+
+def test_dtypes_outside_an_operators_set_are_a_422(api: tuple[httpx.Client, Path]) -> None:
+    """Each operator lists its dtypes in the schema; any other is refused, naming the field."""
+    from tests.tuning.catalog_cases import CASES
+    from tuning.catalog import list_operators
+
+    client, data_dir = api
+    valid = {}
+    for name, params in CASES:
+        valid.setdefault(name, params)
+    before = _counts(data_dir)
+    offered = {}
+    for op in list_operators():
+        allowed = set(op.schema()["properties"]["dtype"]["enum"])
+        offered[op.name] = allowed
+        for dtype in {"float32", "float16", "int8", "float64", "bfloat16"} - allowed:
+            response = client.post(
+                "/jobs", json=_body({**valid[op.name], "dtype": dtype}, name=op.name)
+            )
+            assert response.status_code == 422, (op.name, dtype)
+            detail = response.json()["detail"]
+            assert [d["type"] for d in detail] == ["literal_error"], detail
+            assert detail[0]["loc"] == ["body", "operator", "params", "dtype"]
+    assert _counts(data_dir) == before
+    assert all("float32" in a and "float16" in a for a in offered.values())
+    assert {n for n, a in offered.items() if "int8" in a} == {
+        "matmul",
+        "batch_matmul",
+        "dense",
+        "conv2d",
+        "conv2d_bias_relu",
+        "depthwise_conv2d",
+        "max_pool2d",
+    }

@@ -86,6 +86,39 @@ CASES: list[tuple[str, dict]] = [
     ("softmax", {"rows": 4, "cols": 32}),
 ]
 
+_F16 = {"dtype": "float16"}
+_I8 = {"dtype": "int8"}
+# float16 (fp32 arithmetic, one rounding) and int8 (int32 arithmetic) variants.
+CASES += [
+    ("add", {"shape": [2, 3, 4, 5], "rhs_shape": [3, 1, 1], **_F16}),
+    ("exp", {"shape": [4, 16], **_F16}),
+    ("sigmoid", {"shape": [4, 16], **_F16}),
+    ("scale_shift", {"N": 1, "C": 3, "H": 4, "W": 5, **_F16}),
+    ("matmul", {"M": 8, "N": 12, "K": 16, **_F16}),
+    ("matmul", {"M": 8, "N": 12, "K": 16, **_I8}),
+    ("batch_matmul", {"B": 2, "M": 4, "N": 5, "K": 3, **_I8}),
+    ("dense", {"M": 3, "N": 5, "K": 4, "bias": True, **_F16}),
+    ("dense", {"M": 3, "N": 5, "K": 4, "bias": True, **_I8}),
+    ("conv2d", {**_CONV, "layout": "NCHW", "stride": 2, "padding": 1, **_I8}),
+    ("conv2d", {**_CONV, "layout": "NHWC", "padding": 1, **_F16}),
+    ("conv2d_bias_relu", {**_CONV, "layout": "NHWC", "padding": 1, **_I8}),
+    ("conv2d_bn_relu", {**_CONV, "layout": "NCHW", "padding": 1, **_F16}),
+    (
+        "depthwise_conv2d",
+        {"layout": "NHWC", "N": 1, "C": 4, "H": 8, "W": 8, "R": 3, "S": 3, "padding": 1, **_I8},
+    ),
+    (
+        "conv2d_transpose",
+        {"N": 1, "C": 4, "H": 5, "W": 6, "K": 3, "R": 3, "S": 3, "stride": 2, **_F16},
+    ),
+    ("max_pool2d", {"layout": "NHWC", "N": 1, "C": 3, "H": 8, "W": 7, "R": 3, "S": 3, **_I8}),
+    ("avg_pool2d", {"layout": "NCHW", "N": 1, "C": 3, "H": 8, "W": 7, "R": 3, "S": 3, **_F16}),
+    ("global_pool", {"layout": "NHWC", "pool": "avg", "N": 1, "C": 5, "H": 4, "W": 3, **_F16}),
+    ("batch_norm", {"N": 1, "C": 3, "H": 4, "W": 5, **_F16}),
+    ("layer_norm", {"rows": 4, "cols": 32, **_F16}),
+    ("softmax", {"rows": 4, "cols": 32, **_F16}),
+]
+
 
 def case_id(case: tuple[str, dict]) -> str:
     """A readable test id: operator plus its layout or distinguishing options."""
@@ -99,4 +132,6 @@ def case_id(case: tuple[str, dict]) -> str:
         extras.append(f"R{params['R']}")
     if "rhs_shape" in params:
         extras.append("bcast")
+    if params.get("dtype", "float32") != "float32":
+        extras.append(params["dtype"])
     return "-".join([name, *extras])

@@ -97,6 +97,12 @@ def test_unscheduled_kernel_matches_reference(case: tuple[str, dict], tmp_path) 
         ("softmax", {"rows": 0, "cols": 3}, ("rows",)),
         ("layer_norm", {"rows": 2, "cols": 3, "epsilon": 0}, ("epsilon",)),
         ("global_pool", {"N": 1, "C": 5, "H": 4, "W": 3, "pool": "median"}, ("pool",)),
+        # int8 products summed over C*R*S = 4096*49 terms could overflow int32.
+        (
+            "conv2d",
+            {"N": 1, "C": 4096, "H": 7, "W": 7, "K": 1, "R": 7, "S": 7, "dtype": "int8"},
+            (),
+        ),
     ],
 )
 def test_inconsistent_params_are_rejected(name: str, raw: dict, loc: tuple) -> None:

@@ -24,6 +24,8 @@ TRIALS = 2
 # TUNEHUB_TEST_ALL_OPERATORS=1 tunes every case (12 min on 2 cores). Every case's unscheduled
 # kernel is checked against its reference in test_catalog_references.py either way.
 CI_CASES = {
+    "matmul-float16",
+    "conv2d-NCHW-int8",
     "add-bcast",
     "dense-bias",
     "conv2d-NHWC",

@@ -9,6 +9,8 @@ from typing import Annotated, Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from tuning.catalog.dtypes import random_operand, round_to, widen_tolerance
+
 MAX_DIM = 8192
 
 Dim = Annotated[int, Field(strict=True, ge=1, le=MAX_DIM, description=f"extent, 1..{MAX_DIM}")]
@@ -40,27 +42,46 @@ class Operator(ABC):
     def flop(self, params: OpParams) -> float:
         """Floating-point operations of one call (a multiply-add counts two)."""
 
-    def tolerance(self, params: OpParams) -> tuple[float, float]:
-        """(rtol, atol) for comparing the kernel's output with the reference."""
+    def float32_tolerance(self, params: OpParams) -> tuple[float, float]:
+        """(rtol, atol) of the float32 kernel against the float64 reference."""
         return 1e-4, 1e-5
+
+    def result_dtype(self, params: OpParams) -> str:
+        """The output's dtype (the storage dtype; contractions on int8 override it)."""
+        return getattr(params, "dtype", "float32")
+
+    def tolerance(self, params: OpParams) -> tuple[float, float]:
+        """(rtol, atol) for comparing the kernel's output with the reference, per dtype (see
+        `tuning.catalog.dtypes`)."""
+        return widen_tolerance(*self.float32_tolerance(params), self.result_dtype(params))
 
     def make_inputs(
         self, params: OpParams, func: Any, rng: np.random.Generator
     ) -> list[np.ndarray]:
-        """Random inputs matching the PrimFunc's input buffers (uniform in [-1, 1))."""
+        """Random inputs matching the PrimFunc's input buffers (floats uniform in [-1, 1))."""
         from tuning.workload import arg_specs
 
-        return [
-            rng.uniform(-1.0, 1.0, size=shape).astype(dtype)
-            for shape, dtype in arg_specs(func)[:-1]
-        ]
+        return [random_operand(shape, dtype, rng) for shape, dtype in arg_specs(func)[:-1]]
+
+    def case(
+        self, params: OpParams, func: Any, rng: np.random.Generator
+    ) -> tuple[list[np.ndarray], np.ndarray]:
+        """Inputs and the exact (float64) output expected from them; operators whose inputs
+        are derived (folded BN) override this."""
+        inputs = self.make_inputs(params, func, rng)
+        return inputs, self.reference(params, inputs)
 
     def make_case(
         self, params: OpParams, func: Any, rng: np.random.Generator
     ) -> tuple[list[np.ndarray], np.ndarray]:
-        """Inputs for a verification run and the output expected from them."""
-        inputs = self.make_inputs(params, func, rng)
-        return inputs, self.reference(params, inputs)
+        """Inputs for a verification run and the output expected from them, rounded as the
+        result dtype must round it."""
+        inputs, expected = self.case(params, func, rng)
+        return inputs, round_to(expected, self.result_dtype(params))
+
+    def dtypes(self) -> list[str]:
+        """The storage dtypes this operator is offered in."""
+        return list(self.Params.model_json_schema()["properties"]["dtype"]["enum"])
 
     def schema(self) -> dict[str, Any]:
         """JSON Schema of the parameters."""

@@ -10,6 +10,13 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from tuning.catalog.base import Dim, Operator, OpParams
+from tuning.catalog.dtypes import (
+    Floats,
+    FloatsAndInt8,
+    compute_dtype,
+    contraction_result,
+    store_as,
+)
 
 MAX_MACS = 2**36
 Kernel = Annotated[int, Field(strict=True, ge=1, le=15)]
@@ -19,6 +26,7 @@ Dilation = Annotated[int, Field(strict=True, ge=1, le=8)]
 Channels = Annotated[int, Field(strict=True, ge=1, le=4096)]
 Spatial = Annotated[int, Field(strict=True, ge=1, le=1024)]
 BN_EPS = 1e-5
+INT8_MAX_REDUCTION = 2**31 // (128 * 128)  # int32 accumulators of int8 products cannot overflow
 
 
 # -- numpy references (float64, NCHW data, OIHW weights) ------------------------------------------
@@ -84,7 +92,7 @@ class WindowParams(OpParams):
     S: Kernel
     stride: Stride = 1
     padding: Pad = 0
-    dtype: Literal["float32"] = "float32"
+    dtype: FloatsAndInt8 = "float32"
 
 
 # -- conv2d and its fusions ---------------------------------------------------------------
@@ -110,10 +118,22 @@ class Conv2dParams(WindowParams):
         oh, ow = self.out_hw
         if oh < 1 or ow < 1:
             raise ValueError("the kernel (with dilation) is larger than the padded input")
-        macs = self.N * self.K * oh * ow * (self.C // self.groups) * self.R * self.S
+        reduction = (self.C // self.groups) * self.R * self.S
+        macs = self.N * self.K * oh * ow * reduction
         if macs > MAX_MACS:
             raise ValueError(f"{macs} multiply-adds exceed the limit {MAX_MACS}")
+        if self.dtype == "int8" and reduction > INT8_MAX_REDUCTION:
+            raise ValueError(
+                f"int8: C/groups*R*S = {reduction} could overflow the int32 accumulator "
+                f"(limit {INT8_MAX_REDUCTION})"
+            )
         return self
+
+
+class FloatConv2dParams(Conv2dParams):
+    """conv2d parameters for operators defined on floating-point data only."""
+
+    dtype: Floats = "float32"
 
 
 class Conv2d(Operator):
@@ -142,31 +162,31 @@ class Conv2d(Operator):
         from tvm import te, topi
 
         cg = p.C // p.groups
+        acc = compute_dtype(p.dtype)  # TOPI accumulates in out_dtype
         if p.layout == "NCHW":
             x = te.placeholder((p.N, p.C, p.H, p.W), p.dtype, name="X")
             w = te.placeholder((p.K, cg, p.R, p.S), p.dtype, name="W")
             if p.groups == 1:
-                y = topi.nn.conv2d_nchw(x, w, p.stride, p.padding, p.dilation, p.dtype)
+                y = topi.nn.conv2d_nchw(x, w, p.stride, p.padding, p.dilation, acc)
             else:
-                y = topi.nn.group_conv2d_nchw(
-                    x, w, p.stride, p.padding, p.dilation, p.groups, p.dtype
-                )
+                y = topi.nn.group_conv2d_nchw(x, w, p.stride, p.padding, p.dilation, p.groups, acc)
         else:
             x = te.placeholder((p.N, p.H, p.W, p.C), p.dtype, name="X")
             w = te.placeholder((p.R, p.S, cg, p.K), p.dtype, name="W")
             if p.groups == 1:
-                y = topi.nn.conv2d_nhwc(x, w, p.stride, p.padding, p.dilation, p.dtype)
+                y = topi.nn.conv2d_nhwc(x, w, p.stride, p.padding, p.dilation, acc)
             else:
-                y = topi.nn.group_conv2d_nhwc(
-                    x, w, p.stride, p.padding, p.dilation, p.groups, p.dtype
-                )
+                y = topi.nn.group_conv2d_nhwc(x, w, p.stride, p.padding, p.dilation, p.groups, acc)
         return [x, w], y
+
+    def result_dtype(self, params: Conv2dParams) -> str:
+        return contraction_result(params.dtype)
 
     def build(self, params: Conv2dParams) -> Any:
         from tvm import te
 
         args, y = self.conv(params)
-        return te.create_prim_func([*args, y])
+        return te.create_prim_func([*args, store_as(y, self.result_dtype(params))])
 
     def conv_ref(self, p: Conv2dParams, x: np.ndarray, w: np.ndarray) -> np.ndarray:
         """The convolution in float64, in the operator's layout."""
@@ -184,7 +204,7 @@ class Conv2d(Operator):
         oh, ow = p.out_hw
         return 2.0 * p.N * p.K * oh * ow * (p.C // p.groups) * p.R * p.S
 
-    def tolerance(self, p: Conv2dParams) -> tuple[float, float]:
+    def float32_tolerance(self, p: Conv2dParams) -> tuple[float, float]:
         return 1e-4, 1e-5 + 2e-7 * (p.C // p.groups) * p.R * p.S
 
 
@@ -193,8 +213,8 @@ def _channel_bias(p: Conv2dParams, y: Any, bias: Any, relu: bool) -> Any:
 
     def body(*idx: Any) -> Any:
         channel = idx[1] if p.layout == "NCHW" else idx[3]
-        value = y[idx] + bias[channel]
-        return te.max(value, 0.0) if relu else value
+        value = y[idx] + bias[channel].astype(y.dtype)
+        return te.max(value, te.const(0, y.dtype)) if relu else value
 
     return te.compute(y.shape, body, name="Y_bias_relu" if relu else "Y_bias")
 
@@ -207,14 +227,16 @@ class Conv2dBiasRelu(Conv2d):
     """conv2d + per-channel bias + ReLU in one kernel."""
 
     name = "conv2d_bias_relu"
-    description = "relu(conv2d(X, W) + bias[k]), NCHW or NHWC"
+    description = "relu(conv2d(X, W) + bias[k]), NCHW or NHWC; bias in the result dtype"
 
     def build(self, params: Conv2dParams) -> Any:
         from tvm import te
 
         (x, w), y = self.conv(params)
-        bias = te.placeholder((params.K,), params.dtype, name="bias")
-        return te.create_prim_func([x, w, bias, _channel_bias(params, y, bias, relu=True)])
+        out = self.result_dtype(params)
+        bias = te.placeholder((params.K,), out, name="bias")
+        y = _channel_bias(params, y, bias, relu=True)
+        return te.create_prim_func([x, w, bias, store_as(y, out)])
 
     def reference(self, params: Conv2dParams, inputs: list[np.ndarray]) -> np.ndarray:
         y = self.conv_ref(params, inputs[0], inputs[1])
@@ -236,12 +258,15 @@ class Conv2dBnRelu(Conv2dBiasRelu):
 
     name = "conv2d_bn_relu"
     description = "relu(batchnorm(conv2d(X, W))) with BN folded into W' and b'"
+    Params = FloatConv2dParams
 
-    def make_case(
+    def case(
         self, params: OpParams, func: Any, rng: np.random.Generator
     ) -> tuple[list[np.ndarray], np.ndarray]:
-        """Random BN statistics, folded into the kernel's inputs; the expected output applies
-        the unfolded BN after the convolution."""
+        """Random BN statistics, folded into the kernel's inputs; in float32 the expected output
+        applies the unfolded BN after the convolution (checking the folding too). In float16 the
+        folded weights are rounded to float16 before the kernel sees them, so the reference is
+        the convolution of exactly those inputs (the folding is checked in float32)."""
         p = params
         x, w = self.make_inputs(params, func, rng)[:2]
         gamma, beta = rng.uniform(0.5, 1.5, p.K), rng.uniform(-0.5, 0.5, p.K)
@@ -250,6 +275,8 @@ class Conv2dBnRelu(Conv2dBiasRelu):
         shape = (1, -1, 1, 1) if p.layout == "NCHW" else (1, 1, 1, -1)
         w_folded = w * (scale[:, None, None, None] if p.layout == "NCHW" else scale)
         inputs = [x, w_folded.astype(p.dtype), (beta - mean * scale).astype(p.dtype)]
+        if p.dtype != "float32":
+            return inputs, Conv2dBiasRelu.reference(self, p, inputs)
         y = self.conv_ref(p, x, w)
         y = (y - mean.reshape(shape)) / np.sqrt(var.reshape(shape) + BN_EPS)
         return inputs, np.maximum(y * gamma.reshape(shape) + beta.reshape(shape), 0)
@@ -283,17 +310,19 @@ class DepthwiseConv2d(Operator):
     def build(self, p: DepthwiseParams) -> Any:
         from tvm import te, topi
 
+        acc = compute_dtype(p.dtype)
         if p.layout == "NCHW":
             x = te.placeholder((p.N, p.C, p.H, p.W), p.dtype, name="X")
             w = te.placeholder((p.C, p.multiplier, p.R, p.S), p.dtype, name="W")
-            y = topi.nn.depthwise_conv2d_nchw(x, w, p.stride, p.padding, p.dilation, p.dtype)
+            y = topi.nn.depthwise_conv2d_nchw(x, w, p.stride, p.padding, p.dilation, acc)
         else:
             x = te.placeholder((p.N, p.H, p.W, p.C), p.dtype, name="X")
             w = te.placeholder((p.R, p.S, p.C, p.multiplier), p.dtype, name="W")
-            y = topi.nn.depthwise_conv2d_nhwc(
-                x, w, p.stride, p.padding, p.dilation, out_dtype=p.dtype
-            )
-        return te.create_prim_func([x, w, y])
+            y = topi.nn.depthwise_conv2d_nhwc(x, w, p.stride, p.padding, p.dilation, out_dtype=acc)
+        return te.create_prim_func([x, w, store_as(y, self.result_dtype(p))])
+
+    def result_dtype(self, params: DepthwiseParams) -> str:
+        return contraction_result(params.dtype)
 
     def reference(self, p: DepthwiseParams, inputs: list[np.ndarray]) -> np.ndarray:
         x, w = (v.astype(np.float64) for v in inputs)
@@ -315,6 +344,7 @@ class Conv2dTransposeParams(WindowParams):
     """Input N×C×H×W (NCHW only), weights C×K×R×S."""
 
     layout: Literal["NCHW"] = "NCHW"
+    dtype: Floats = "float32"
     K: Channels
     output_padding: Annotated[int, Field(strict=True, ge=0, le=7)] = 0
 
@@ -355,10 +385,10 @@ class Conv2dTranspose(Operator):
             w,
             (p.stride, p.stride),
             (p.padding, p.padding),
-            p.dtype,
+            compute_dtype(p.dtype),
             (p.output_padding, p.output_padding),
         )
-        return te.create_prim_func([x, w, y])
+        return te.create_prim_func([x, w, store_as(y, p.dtype)])
 
     def reference(self, p: Conv2dTransposeParams, inputs: list[np.ndarray]) -> np.ndarray:
         x, w = (v.astype(np.float64) for v in inputs)
@@ -367,7 +397,7 @@ class Conv2dTranspose(Operator):
     def flop(self, p: Conv2dTransposeParams) -> float:
         return 2.0 * p.N * p.C * p.H * p.W * p.K * p.R * p.S
 
-    def tolerance(self, p: Conv2dTransposeParams) -> tuple[float, float]:
+    def float32_tolerance(self, p: Conv2dTransposeParams) -> tuple[float, float]:
         return 1e-4, 1e-5 + 2e-7 * p.C * p.R * p.S
 
 

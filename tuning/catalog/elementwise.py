@@ -3,12 +3,13 @@ per-channel scale_shift (x * gamma[c] + beta[c])."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import numpy as np
 from pydantic import Field, model_validator
 
 from tuning.catalog.base import Dim, Operator, OpParams
+from tuning.catalog.dtypes import Floats, operand, random_operand, store_as
 
 MAX_ELEMENTS = 2**28
 Shape = Annotated[list[Dim], Field(min_length=1, max_length=4)]
@@ -22,7 +23,7 @@ class UnaryParams(OpParams):
     """Shape of the input (1 to 4 dims)."""
 
     shape: Shape
-    dtype: Literal["float32"] = "float32"
+    dtype: Floats = "float32"
 
     @model_validator(mode="after")
     def _bounded(self) -> UnaryParams:
@@ -59,9 +60,10 @@ class _Binary(Operator):
     def build(self, params: BinaryParams) -> Any:
         from tvm import te, topi
 
-        a = te.placeholder(params.shape, params.dtype, name="A")
-        b = te.placeholder(params.rhs_shape or params.shape, params.dtype, name="B")
-        return te.create_prim_func([a, b, getattr(topi, self.topi_name)(a, b)])
+        a, a_c = operand(params.shape, params.dtype, "A")
+        b, b_c = operand(params.rhs_shape or params.shape, params.dtype, "B")
+        y = getattr(topi, self.topi_name)(a_c, b_c)
+        return te.create_prim_func([a, b, store_as(y, params.dtype)])
 
     def reference(self, params: BinaryParams, inputs: list[np.ndarray]) -> np.ndarray:
         a, b = (x.astype(np.float64) for x in inputs)
@@ -103,8 +105,9 @@ class _Unary(Operator):
 
         from tvm import te, topi
 
-        x = te.placeholder(params.shape, params.dtype, name="X")
-        return te.create_prim_func([x, attrgetter(self.topi_name)(topi)(x)])
+        x, x_c = operand(params.shape, params.dtype, "X")
+        y = attrgetter(self.topi_name)(topi)(x_c)
+        return te.create_prim_func([x, store_as(y, params.dtype)])
 
     def reference(self, params: UnaryParams, inputs: list[np.ndarray]) -> np.ndarray:
         return type(self).numpy_fn(inputs[0].astype(np.float64))
@@ -116,7 +119,7 @@ class _Unary(Operator):
         from tuning.workload import arg_specs
 
         shape, dtype = arg_specs(func)[0]
-        return [rng.uniform(self.low, 1.0, size=shape).astype(dtype)]
+        return [random_operand(shape, dtype, rng, low=self.low)]
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -161,7 +164,7 @@ class ScaleShiftParams(OpParams):
     C: Dim
     H: Dim
     W: Dim
-    dtype: Literal["float32"] = "float32"
+    dtype: Floats = "float32"
 
     @model_validator(mode="after")
     def _bounded(self) -> ScaleShiftParams:
@@ -181,11 +184,13 @@ class ScaleShift(Operator):
     def build(self, params: ScaleShiftParams) -> Any:
         from tvm import te
 
-        x = te.placeholder((params.N, params.C, params.H, params.W), params.dtype, name="X")
-        gamma = te.placeholder((params.C,), params.dtype, name="gamma")
-        beta = te.placeholder((params.C,), params.dtype, name="beta")
-        y = te.compute(x.shape, lambda n, c, h, w: x[n, c, h, w] * gamma[c] + beta[c], name="Y")
-        return te.create_prim_func([x, gamma, beta, y])
+        x, x_c = operand((params.N, params.C, params.H, params.W), params.dtype, "X")
+        gamma, gamma_c = operand((params.C,), params.dtype, "gamma")
+        beta, beta_c = operand((params.C,), params.dtype, "beta")
+        y = te.compute(
+            x.shape, lambda n, c, h, w: x_c[n, c, h, w] * gamma_c[c] + beta_c[c], name="Y"
+        )
+        return te.create_prim_func([x, gamma, beta, store_as(y, params.dtype)])
 
     def reference(self, params: ScaleShiftParams, inputs: list[np.ndarray]) -> np.ndarray:
         x, gamma, beta = (v.astype(np.float64) for v in inputs)

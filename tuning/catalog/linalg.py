@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 from pydantic import model_validator
 
 from tuning.catalog.base import Dim, Operator, OpParams
+from tuning.catalog.dtypes import FloatsAndInt8, compute_dtype, contraction_result, store_as
 from tuning.catalog.matmul import MAX_MACS
 
 
@@ -18,7 +19,7 @@ class BatchMatmulParams(OpParams):
     M: Dim
     N: Dim
     K: Dim
-    dtype: Literal["float32"] = "float32"
+    dtype: FloatsAndInt8 = "float32"
 
     @model_validator(mode="after")
     def _not_absurd(self) -> BatchMatmulParams:
@@ -41,12 +42,16 @@ class BatchMatmul(Operator):
         a = te.placeholder((params.B, params.M, params.K), params.dtype, name="A")
         b = te.placeholder((params.B, params.K, params.N), params.dtype, name="B")
         k = te.reduce_axis((0, params.K), name="k")
+        acc = compute_dtype(params.dtype)
         c = te.compute(
             (params.B, params.M, params.N),
-            lambda n, i, j: te.sum(a[n, i, k] * b[n, k, j], axis=k),
+            lambda n, i, j: te.sum(a[n, i, k].astype(acc) * b[n, k, j].astype(acc), axis=k),
             name="C",
         )
-        return te.create_prim_func([a, b, c])
+        return te.create_prim_func([a, b, store_as(c, self.result_dtype(params))])
+
+    def result_dtype(self, params: BatchMatmulParams) -> str:
+        return contraction_result(params.dtype)
 
     def reference(self, params: BatchMatmulParams, inputs: list[np.ndarray]) -> np.ndarray:
         a, b = (x.astype(np.float64) for x in inputs)
@@ -55,18 +60,19 @@ class BatchMatmul(Operator):
     def flop(self, params: BatchMatmulParams) -> float:
         return 2.0 * params.B * params.M * params.N * params.K
 
-    def tolerance(self, params: BatchMatmulParams) -> tuple[float, float]:
+    def float32_tolerance(self, params: BatchMatmulParams) -> tuple[float, float]:
         return 1e-4, 1e-5 + 2e-7 * params.K
 
 
 class DenseParams(OpParams):
-    """X is M×K, the weight N×K (as in a fully connected layer), an optional bias of N."""
+    """X is M×K, the weight N×K (as in a fully connected layer), an optional bias of N (in the
+    result dtype: int32 for int8 operands, as in quantized inference)."""
 
     M: Dim
     N: Dim
     K: Dim
     bias: bool = False
-    dtype: Literal["float32"] = "float32"
+    dtype: FloatsAndInt8 = "float32"
 
     @model_validator(mode="after")
     def _not_absurd(self) -> DenseParams:
@@ -88,10 +94,16 @@ class Dense(Operator):
 
         x = te.placeholder((params.M, params.K), params.dtype, name="X")
         w = te.placeholder((params.N, params.K), params.dtype, name="W")
+        acc, out = compute_dtype(params.dtype), self.result_dtype(params)
         if params.bias:
-            b = te.placeholder((params.N,), params.dtype, name="bias")
-            return te.create_prim_func([x, w, b, topi.nn.dense(x, w, b)])
-        return te.create_prim_func([x, w, topi.nn.dense(x, w)])
+            b = te.placeholder((params.N,), out, name="bias")
+            y = topi.nn.dense(x, w, out_dtype=acc)
+            y = te.compute(y.shape, lambda i, j: y[i, j] + b[j].astype(acc), name="Y_bias")
+            return te.create_prim_func([x, w, b, store_as(y, out)])
+        return te.create_prim_func([x, w, store_as(topi.nn.dense(x, w, out_dtype=acc), out)])
+
+    def result_dtype(self, params: DenseParams) -> str:
+        return contraction_result(params.dtype)
 
     def reference(self, params: DenseParams, inputs: list[np.ndarray]) -> np.ndarray:
         x, w = inputs[0].astype(np.float64), inputs[1].astype(np.float64)
@@ -101,7 +113,7 @@ class Dense(Operator):
     def flop(self, params: DenseParams) -> float:
         return 2.0 * params.M * params.N * params.K + (params.M * params.N if params.bias else 0)
 
-    def tolerance(self, params: DenseParams) -> tuple[float, float]:
+    def float32_tolerance(self, params: DenseParams) -> tuple[float, float]:
         return 1e-4, 1e-5 + 2e-7 * params.K
 
 

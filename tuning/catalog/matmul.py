@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 from pydantic import model_validator
 
 from tuning.catalog.base import Dim, Operator, OpParams
+from tuning.catalog.dtypes import FloatsAndInt8, compute_dtype, contraction_result, store_as
 
 MAX_MACS = 2**36  # ~137 GFLOP per call: beyond this one measurement takes seconds
 
@@ -18,7 +19,7 @@ class MatmulParams(OpParams):
     M: Dim
     N: Dim
     K: Dim
-    dtype: Literal["float32"] = "float32"
+    dtype: FloatsAndInt8 = "float32"
 
     @model_validator(mode="after")
     def _not_absurd(self) -> MatmulParams:
@@ -31,7 +32,7 @@ class Matmul(Operator):
     """Dense matrix product of two row-major matrices."""
 
     name = "matmul"
-    description = "C[M,N] = A[M,K] @ B[K,N] (row-major, fp32 accumulate)"
+    description = "C[M,N] = A[M,K] @ B[K,N] (row-major; fp16 accumulates in fp32, int8 in int32)"
     Params = MatmulParams
     example = {"M": 512, "N": 512, "K": 512}
 
@@ -41,18 +42,24 @@ class Matmul(Operator):
         a = te.placeholder((params.M, params.K), params.dtype, name="A")
         b = te.placeholder((params.K, params.N), params.dtype, name="B")
         k = te.reduce_axis((0, params.K), name="k")
+        acc = compute_dtype(params.dtype)
         c = te.compute(
-            (params.M, params.N), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C"
+            (params.M, params.N),
+            lambda i, j: te.sum(a[i, k].astype(acc) * b[k, j].astype(acc), axis=k),
+            name="C",
         )
-        return te.create_prim_func([a, b, c])
+        return te.create_prim_func([a, b, store_as(c, self.result_dtype(params))])
 
     def reference(self, params: MatmulParams, inputs: list[np.ndarray]) -> np.ndarray:
         a, b = inputs
         return a.astype(np.float64) @ b.astype(np.float64)
 
+    def result_dtype(self, params: MatmulParams) -> str:
+        return contraction_result(params.dtype)
+
     def flop(self, params: MatmulParams) -> float:
         return 2.0 * params.M * params.N * params.K
 
-    def tolerance(self, params: MatmulParams) -> tuple[float, float]:
+    def float32_tolerance(self, params: MatmulParams) -> tuple[float, float]:
         # fp32 accumulation over K terms of magnitude <= 1: error grows ~ K * eps.
         return 1e-4, 1e-5 + 2e-7 * params.K

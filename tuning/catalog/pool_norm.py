@@ -10,6 +10,7 @@ from pydantic import Field, model_validator
 
 from tuning.catalog.base import Dim, Operator, OpParams
 from tuning.catalog.conv import Channels, Spatial, WindowParams
+from tuning.catalog.dtypes import Floats, compute_dtype, operand, store_as
 
 MAX_ELEMENTS = 2**28
 
@@ -52,9 +53,9 @@ class _Pool2d(Operator):
         from tvm import te, topi
 
         shape = (p.N, p.C, p.H, p.W) if p.layout == "NCHW" else (p.N, p.H, p.W, p.C)
-        x = te.placeholder(shape, p.dtype, name="X")
+        x, x_c = operand(shape, p.dtype, "X")
         y = topi.nn.pool2d(
-            x,
+            x_c,
             (p.R, p.S),
             (p.stride, p.stride),
             (1, 1),
@@ -64,7 +65,7 @@ class _Pool2d(Operator):
             p.layout,
             True,
         )
-        return te.create_prim_func([x, y])
+        return te.create_prim_func([x, store_as(y, p.dtype)])
 
     def reference(self, p: Pool2dParams, inputs: list[np.ndarray]) -> np.ndarray:
         x = inputs[0].astype(np.float64)
@@ -99,10 +100,17 @@ class MaxPool2d(_Pool2d):
     pool_type = "max"
 
 
+class FloatPool2dParams(Pool2dParams):
+    """Pooling parameters for float data only (an int8 average needs requantisation)."""
+
+    dtype: Floats = "float32"
+
+
 class AvgPool2d(_Pool2d):
     """Average pooling (padding counts in the average, as in PyTorch's default)."""
 
     name = "avg_pool2d"
+    Params = FloatPool2dParams
     description = "2-D average pooling, NCHW or NHWC, count_include_pad"
     pool_type = "avg"
 
@@ -116,7 +124,7 @@ class GlobalPoolParams(OpParams):
     C: Channels
     H: Spatial
     W: Spatial
-    dtype: Literal["float32"] = "float32"
+    dtype: Floats = "float32"
 
 
 class GlobalPool(Operator):
@@ -131,8 +139,9 @@ class GlobalPool(Operator):
         from tvm import te, topi
 
         shape = (p.N, p.C, p.H, p.W) if p.layout == "NCHW" else (p.N, p.H, p.W, p.C)
-        x = te.placeholder(shape, p.dtype, name="X")
-        return te.create_prim_func([x, topi.nn.global_pool(x, p.pool, p.layout)])
+        x, x_c = operand(shape, p.dtype, "X")
+        y = topi.nn.global_pool(x_c, p.pool, p.layout)
+        return te.create_prim_func([x, store_as(y, p.dtype)])
 
     def reference(self, p: GlobalPoolParams, inputs: list[np.ndarray]) -> np.ndarray:
         axes = (2, 3) if p.layout == "NCHW" else (1, 2)
@@ -151,7 +160,7 @@ class BatchNormParams(OpParams):
     H: Spatial
     W: Spatial
     epsilon: Annotated[float, Field(gt=0, le=1e-1)] = 1e-5
-    dtype: Literal["float32"] = "float32"
+    dtype: Floats = "float32"
 
 
 class BatchNorm(Operator):
@@ -165,21 +174,20 @@ class BatchNorm(Operator):
     def build(self, p: BatchNormParams) -> Any:
         from tvm import te
 
-        x = te.placeholder((p.N, p.C, p.H, p.W), p.dtype, name="X")
-        gamma, beta, mean, var = (
-            te.placeholder((p.C,), p.dtype, name=n) for n in ("gamma", "beta", "mean", "var")
-        )
+        x, x_c = operand((p.N, p.C, p.H, p.W), p.dtype, "X")
+        stats = [operand((p.C,), p.dtype, n) for n in ("gamma", "beta", "mean", "var")]
+        gamma, beta, mean, var = (view for _, view in stats)
         y = te.compute(
             x.shape,
             lambda n, c, h, w: (
-                (x[n, c, h, w] - mean[c])
-                / te.sqrt(var[c] + te.const(p.epsilon, p.dtype))
+                (x_c[n, c, h, w] - mean[c])
+                / te.sqrt(var[c] + te.const(p.epsilon, compute_dtype(p.dtype)))
                 * gamma[c]
                 + beta[c]
             ),
             name="Y",
         )
-        return te.create_prim_func([x, gamma, beta, mean, var, y])
+        return te.create_prim_func([x, *(s for s, _ in stats), store_as(y, p.dtype)])
 
     def make_inputs(self, params: OpParams, func: Any, rng: np.random.Generator) -> list:
         x, gamma, beta, mean, var = super().make_inputs(params, func, rng)
@@ -199,7 +207,7 @@ class RowsParams(OpParams):
 
     rows: Annotated[int, Field(strict=True, ge=1, le=65536)]
     cols: Annotated[int, Field(strict=True, ge=1, le=65536)]
-    dtype: Literal["float32"] = "float32"
+    dtype: Floats = "float32"
 
     @model_validator(mode="after")
     def _bounded(self) -> RowsParams:
@@ -225,12 +233,11 @@ class LayerNorm(Operator):
     def build(self, p: LayerNormParams) -> Any:
         from tvm import te, topi
 
-        x = te.placeholder((p.rows, p.cols), p.dtype, name="X")
-        gamma = te.placeholder((p.cols,), p.dtype, name="gamma")
-        beta = te.placeholder((p.cols,), p.dtype, name="beta")
-        return te.create_prim_func(
-            [x, gamma, beta, topi.nn.layer_norm(x, gamma, beta, [-1], p.epsilon)]
-        )
+        x, x_c = operand((p.rows, p.cols), p.dtype, "X")
+        gamma, gamma_c = operand((p.cols,), p.dtype, "gamma")
+        beta, beta_c = operand((p.cols,), p.dtype, "beta")
+        y = topi.nn.layer_norm(x_c, gamma_c, beta_c, [-1], p.epsilon)
+        return te.create_prim_func([x, gamma, beta, store_as(y, p.dtype)])
 
     def reference(self, p: LayerNormParams, inputs: list[np.ndarray]) -> np.ndarray:
         x, gamma, beta = (v.astype(np.float64) for v in inputs)
@@ -253,8 +260,8 @@ class Softmax(Operator):
     def build(self, p: RowsParams) -> Any:
         from tvm import te, topi
 
-        x = te.placeholder((p.rows, p.cols), p.dtype, name="X")
-        return te.create_prim_func([x, topi.nn.softmax(x, axis=-1)])
+        x, x_c = operand((p.rows, p.cols), p.dtype, "X")
+        return te.create_prim_func([x, store_as(topi.nn.softmax(x_c, axis=-1), p.dtype)])
 
     def reference(self, p: RowsParams, inputs: list[np.ndarray]) -> np.ndarray:
         x = inputs[0].astype(np.float64)

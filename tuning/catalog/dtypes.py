@@ -1,0 +1,90 @@
+"""The precisions catalog operators come in, and what each means for a kernel and its check.
+
+- ``float32``: storage and arithmetic in float32.
+- ``float16``: storage in float16, arithmetic (and every accumulation) in float32, the result
+  rounded to float16 once: what TVM's mixed-precision pass and fp16 inference engines do. The
+  reference is computed in float64 from the same float16 inputs and rounded to float16, so it
+  models the one rounding the kernel is allowed; the tolerance adds two float16 ulps.
+- ``int8``: int8 operands, int32 arithmetic; contractions (matmul, dense, conv) return the int32
+  accumulator, as TOPI's ``out_dtype="int32"`` and quantized inference do; max pooling returns
+  int8. Integer results are compared exactly.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import numpy as np
+from pydantic import Field
+
+TOLERANCE_RULES = (
+    "float32: the operator's float32 tolerance; "
+    "float16 (fp32 arithmetic, one rounding): rtol >= 2e-3, atol + 1e-3 against a float64 "
+    "reference rounded to float16; int8 (int32 arithmetic): exact"
+)
+
+Float32Only = Annotated[Literal["float32"], Field(description=TOLERANCE_RULES)]
+Floats = Annotated[Literal["float32", "float16"], Field(description=TOLERANCE_RULES)]
+FloatsAndInt8 = Annotated[Literal["float32", "float16", "int8"], Field(description=TOLERANCE_RULES)]
+
+COMPUTE_DTYPE = {"float32": "float32", "float16": "float32", "int8": "int32"}
+INT8_RANGE = (-128, 128)  # numpy's half-open bounds for random int8 operands
+
+
+def compute_dtype(dtype: str) -> str:
+    """The dtype the arithmetic of an operator stored in ``dtype`` runs in."""
+    return COMPUTE_DTYPE[dtype]
+
+
+def contraction_result(dtype: str) -> str:
+    """The result dtype of a matmul/dense/conv on ``dtype`` operands (int8 gives int32)."""
+    return "int32" if dtype == "int8" else dtype
+
+
+def operand(shape: Any, dtype: str, name: str) -> tuple[Any, Any]:
+    """A placeholder stored in ``dtype`` and the view the arithmetic reads (cast to the compute
+    dtype when they differ; MetaSchedule inlines the cast)."""
+    from tvm import te
+
+    stored = te.placeholder(shape, dtype, name=name)
+    wanted = compute_dtype(dtype)
+    if wanted == dtype:
+        return stored, stored
+    return stored, te.compute(stored.shape, lambda *i: stored(*i).astype(wanted), name=f"{name}_c")
+
+
+def store_as(result: Any, dtype: str) -> Any:
+    """``result`` cast to ``dtype`` (the tensor itself when it already has that dtype)."""
+    from tvm import te
+
+    if result.dtype == dtype:
+        return result
+    return te.compute(result.shape, lambda *i: result(*i).astype(dtype), name="Y_store")
+
+
+def random_operand(
+    shape: Any, dtype: str, rng: np.random.Generator, low: float = -1.0, high: float = 1.0
+) -> np.ndarray:
+    """Random values for an input buffer: uniform in [low, high) for floats, any int8 value,
+    small integers for other integer dtypes."""
+    if dtype == "int8":
+        return rng.integers(*INT8_RANGE, size=shape, dtype=np.int8)
+    if np.issubdtype(np.dtype(dtype), np.integer):
+        return rng.integers(-8, 8, size=shape).astype(dtype)
+    return rng.uniform(low, high, size=shape).astype(dtype)
+
+
+def round_to(expected: np.ndarray, dtype: str) -> np.ndarray:
+    """A float64 reference rounded as a kernel producing ``dtype`` must round it."""
+    if dtype == "float16":
+        return expected.astype(np.float16).astype(np.float64)
+    return expected
+
+
+def widen_tolerance(rtol: float, atol: float, out_dtype: str) -> tuple[float, float]:
+    """The float32 tolerance turned into the one for a result of ``out_dtype``."""
+    if np.issubdtype(np.dtype(out_dtype), np.integer):
+        return 0.0, 0.0
+    if out_dtype == "float16":
+        return max(rtol, 2e-3), atol + 1e-3
+    return rtol, atol
