@@ -42,6 +42,7 @@ from schedules_db.models import (
     ScheduleRow,
     TargetRow,
     TuningRecordRow,
+    WorkerRow,
     WorkloadRow,
     utcnow,
 )
@@ -221,6 +222,7 @@ class Store:
         trials: int,
         queue: str,
         submitted_by: str | None = None,
+        priority: int = 0,
     ) -> JobRow:
         """Create a job. If a verified best already covers ``trials`` the job is born succeeded
         with ``cache_hit=True`` and no worker is involved; otherwise it is `queued`."""
@@ -237,6 +239,7 @@ class Store:
                 trials=trials,
                 queue=queue,
                 submitted_by=submitted_by,
+                priority=priority,
                 created_at=now,
             )
             if best is not None and best.trials >= trials:
@@ -295,6 +298,126 @@ class Store:
                 )
             )
             return result.rowcount == 1
+
+    def claim_next(self, target_ids: list[int], worker: str, stale_after: timedelta) -> int | None:
+        """Claim the queued job a worker serving ``target_ids`` should run next, or None.
+
+        The job table decides, not the broker's order (a broker message only wakes a worker):
+        highest ``priority`` first; among equals, the submitter with the fewest running jobs,
+        then the one served least recently, so one submitter's flood cannot starve the others;
+        then the oldest job.
+        """
+        with self.session() as s:
+            queued = s.scalars(
+                select(JobRow)
+                .where(JobRow.state == JobState.QUEUED.value, JobRow.target_id.in_(target_ids))
+                .order_by(JobRow.priority.desc(), JobRow.id)
+                .limit(200)
+            ).all()
+            if not queued:
+                return None
+            submitters = {job.submitted_by for job in queued}
+            running = dict(
+                s.execute(
+                    select(JobRow.submitted_by, func.count(JobRow.id))
+                    .where(
+                        JobRow.state == JobState.RUNNING.value,
+                        JobRow.submitted_by.in_([x for x in submitters if x is not None])
+                        | JobRow.submitted_by.is_(None),
+                    )
+                    .group_by(JobRow.submitted_by)
+                ).all()
+            )
+            last_served = dict(
+                s.execute(
+                    select(JobRow.submitted_by, func.max(JobRow.started_at))
+                    .where(JobRow.started_at.is_not(None))
+                    .group_by(JobRow.submitted_by)
+                ).all()
+            )
+        never = datetime(1970, 1, 1)
+
+        def order(job: JobRow) -> tuple[Any, ...]:
+            served = last_served.get(job.submitted_by)
+            return (
+                -job.priority,
+                running.get(job.submitted_by, 0),
+                served.replace(tzinfo=None) if served is not None else never,
+                job.id,
+            )
+
+        for job in sorted(queued, key=order):
+            if self.claim_job(job.id, worker, stale_after):
+                return job.id
+        return None
+
+    # -- workers --------------------------------------------------------------------------
+    def register_worker(
+        self,
+        name: str,
+        hostname: str,
+        pid: int,
+        target_ids: list[int],
+        fingerprint: dict[str, Any],
+        rpc: dict[str, Any] | None = None,
+    ) -> WorkerRow:
+        """Record a worker that starts (a restarted worker of the same name replaces its row)."""
+        now = utcnow()
+        values = {
+            "hostname": hostname,
+            "pid": pid,
+            "target_ids": list(target_ids),
+            "fingerprint": fingerprint,
+            "rpc": rpc,
+            "current_job_id": None,
+            "started_at": now,
+            "heartbeat_at": now,
+            "stopped_at": None,
+        }
+        with self.session() as s:
+            row = s.scalar(select(WorkerRow).where(WorkerRow.name == name))
+            if row is None:
+                row = WorkerRow(name=name, **values)
+                s.add(row)
+            else:
+                for key, value in values.items():
+                    setattr(row, key, value)
+            s.flush()
+            return row
+
+    def worker_heartbeat(self, name: str, current_job_id: int | None) -> None:
+        """A live worker's periodic sign of life, with the job it is running."""
+        with self.session() as s:
+            s.execute(
+                update(WorkerRow)
+                .where(WorkerRow.name == name)
+                .values(heartbeat_at=utcnow(), current_job_id=current_job_id, stopped_at=None)
+            )
+
+    def worker_stopped(self, name: str) -> None:
+        """A worker that shuts down cleanly says so (a killed one just goes stale)."""
+        with self.session() as s:
+            s.execute(
+                update(WorkerRow)
+                .where(WorkerRow.name == name)
+                .values(stopped_at=utcnow(), current_job_id=None)
+            )
+
+    def list_workers(self) -> list[WorkerRow]:
+        """Every worker ever registered, most recent heartbeat first."""
+        with self.session() as s:
+            return list(s.scalars(select(WorkerRow).order_by(WorkerRow.heartbeat_at.desc())))
+
+    def live_target_ids(self, stale_after: timedelta) -> set[int]:
+        """Targets served by at least one worker that heart-beat within ``stale_after``."""
+        cutoff = utcnow() - stale_after
+        with self.session() as s:
+            rows = s.scalars(
+                select(WorkerRow).where(
+                    WorkerRow.stopped_at.is_(None), WorkerRow.heartbeat_at >= cutoff
+                )
+            ).all()
+        return {target_id for row in rows for target_id in row.target_ids}
 
     def heartbeat(self, job_id: int, worker: str) -> bool:
         """Refresh the owner's heartbeat; False if ``worker`` no longer owns the running job."""

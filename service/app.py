@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from schedules_db import Store, make_engine, upgrade_schema
-from service.api import catalog, jobs, schedules
+from service.api import catalog, jobs, schedules, workers
 from service.jobqueue import JobQueue
 from service.reaper import Reaper
 from service.settings import Settings
@@ -50,7 +50,7 @@ def create_app(settings: Settings | None = None, run_reaper: bool = True) -> Fas
         description="Shared auto-tuning for Apache TVM: submit jobs, fetch tuned schedules.",
         lifespan=lifespan,
     )
-    for router in (jobs.router, schedules.router, catalog.router):
+    for router in (jobs.router, schedules.router, catalog.router, workers.router):
         app.include_router(router, prefix="/api/v1")
 
     @app.get("/healthz", tags=["health"])

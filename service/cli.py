@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import logging
 import os
 import signal
-import subprocess
+import socket
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
 from service.client import IntegrityError, TunehubClient, TunehubError
 from service.settings import Settings
+from service.supervisor import start_group, stop_group, supervise
 
 BAR_WIDTH = 30
 
@@ -48,7 +49,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     settings.resolved_data_dir.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, **settings.as_env()}
     workers = [
-        subprocess.Popen(
+        start_group(
             [
                 sys.executable,
                 "-m",
@@ -59,9 +60,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 "--name",
                 f"local{i}-{os.getpid()}@{os.uname().nodename}",
             ],
-            env=env,
-            start_new_session=True,  # the worker and its TVM popen pools form one group
-            preexec_fn=_die_with_parent,
+            env,
         )
         for i in range(args.workers)
     ]
@@ -79,7 +78,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level="info")
     finally:
         for proc in workers:
-            _stop_group(proc)
+            stop_group(proc)
     return 0
 
 
@@ -87,33 +86,34 @@ def _exit_on_signal(signum: int, _frame: object) -> None:
     raise SystemExit(128 + signum)
 
 
-def _die_with_parent() -> None:
-    """In a child, before exec: get SIGTERM when `tunehub serve` dies, even by SIGKILL."""
-    import ctypes
-
-    pr_set_pdeathsig = 1
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
-
-
-def _stop_group(proc: subprocess.Popen) -> None:
-    """Stop a worker and everything in its process group (TVM popen pools included)."""
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=20)
-    except (ProcessLookupError, subprocess.TimeoutExpired):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-
-
 def cmd_worker(args: argparse.Namespace) -> int:
-    """A worker for the given targets (blocks until stopped)."""
+    """A worker for the given targets (blocks until stopped). By default it runs supervised: a
+    small parent process restarts it if it dies and kills what it left behind."""
+    from tuning.devices import RpcSpec
+
+    rpc = None
+    if args.rpc_tracker or args.rpc_key:
+        try:
+            rpc = RpcSpec.parse(args.rpc_tracker or "", args.rpc_key or "")
+        except ValueError as err:
+            raise SystemExit(f"tunehub: {err}") from None
+        if not args.target or "host" in args.target:
+            raise SystemExit("tunehub: an RPC worker needs --target with the device's JSON target")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    if args.supervise:
+        # The same worker, restarted under the same name, with settings passed by environment.
+        name = args.name or f"tunehub-{uuid.uuid4().hex[:8]}@{socket.gethostname()}"
+        argv = [sys.executable, "-m", "service.cli", "worker", "--no-supervise", "--name", name]
+        for target in args.target or ["host"]:
+            argv += ["--target", target]
+        if rpc is not None:
+            argv += ["--rpc-tracker", args.rpc_tracker, "--rpc-key", args.rpc_key]
+        return supervise(argv, {**os.environ, **_settings(args).as_env()})
     from service.jobqueue import run_worker
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("tunehub.metaschedule").setLevel(logging.WARNING)
     logging.getLogger("tvm").setLevel(logging.WARNING)
-    run_worker(_settings(args), args.target or ["host"], name=args.name)
+    run_worker(_settings(args), args.target or ["host"], name=args.name, rpc=rpc)
     return 0
 
 
@@ -134,38 +134,62 @@ def cmd_submit(args: argparse.Namespace) -> int:
     if target.strip().startswith("{"):
         target = json.loads(target)
     with TunehubClient(args.server) as client:
+        who = {"priority": args.priority, "submitted_by": args.submitted_by}
         if args.tir:
             if args.operator:
                 raise SystemExit("tunehub: give an operator or --tir FILE, not both")
             fmt = "json" if args.tir.endswith(".json") else "tvmscript"
-            job = client.submit_tir(Path(args.tir).read_text(), fmt, target, args.trials)
+            job = client.submit_tir(Path(args.tir).read_text(), fmt, target, args.trials, **who)
         elif args.operator:
-            job = client.submit(args.operator, params, target, args.trials)
+            job = client.submit(args.operator, params, target, args.trials, **who)
         else:
             raise SystemExit("tunehub: give an operator name or --tir FILE")
         print(f"job {job['id']}: {job['state']}" + (" (cache hit)" if job["cache_hit"] else ""))
         if not args.wait:
             return 0
-        shown = [""]
+        return _follow(client, job["id"])
 
-        def draw(current: dict[str, Any]) -> None:
-            line = _progress_line(current)
-            if line != shown[0]:  # redraw only on change (logs stay readable when piped)
-                print(line, end="", flush=True)
-                shown[0] = line
 
-        job = client.wait(job["id"], on_progress=draw)
+def _follow(client: TunehubClient, job_id: int) -> int:
+    """Draw a job's progress bar from its event stream until it ends; print the result."""
+    shown = [""]
 
-        print()
-        if job["state"] != "succeeded":
-            print(f"job {job['id']} {job['state']}: {job['error'] or ''}", file=sys.stderr)
-            return 1
-        sched = client.schedule(job["schedule_id"])
-        print(
-            f"schedule {sched['id']}: {sched['latency_us']:.2f} us, {sched['gflops']:.1f} GFLOPS, "
-            f"{sched['speedup_vs_untuned']:.1f}x faster than untuned, "
-            f"{sched['trials']} trials, max error {sched['max_abs_error']:.2g}"
-        )
+    def draw(current: dict[str, Any]) -> None:
+        line = _progress_line(current)
+        if line != shown[0]:  # redraw only on change (logs stay readable when piped)
+            print(line, end="", flush=True)
+            shown[0] = line
+
+    job = client.watch(job_id, on_progress=draw)
+    print()
+    if job["state"] != "succeeded":
+        print(f"job {job['id']} {job['state']}: {job['error'] or ''}", file=sys.stderr)
+        return 1
+    sched = client.schedule(job["schedule_id"])
+    print(
+        f"schedule {sched['id']}: {sched['latency_us']:.2f} us, {sched['gflops']:.1f} GFLOPS, "
+        f"{sched['speedup_vs_untuned']:.1f}x faster than untuned, "
+        f"{sched['trials']} trials, max error {sched['max_abs_error']:.2g}"
+    )
+    return 0
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    """Follow a job's progress (server-sent events) until it ends."""
+    with TunehubClient(args.server) as client:
+        return _follow(client, args.job_id)
+
+
+def cmd_workers(args: argparse.Namespace) -> int:
+    """Print the worker fleet."""
+    with TunehubClient(args.server) as client:
+        for w in client.workers():
+            targets = ",".join(t["label"] for t in w["targets"])
+            job = f"job {w['current_job_id']}" if w["current_job_id"] else "idle"
+            print(
+                f"{w['name']:<40} {w['status']:<8} {targets:<24} {job:<10} "
+                f"{w['fingerprint'].get('cpu_model', '')} (beat {w['heartbeat_age_s']} s ago)"
+            )
     return 0
 
 
@@ -253,6 +277,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("worker", help="run a worker for some targets")
     p.add_argument("--target", action="append", help='"host" or a JSON target; repeatable')
     p.add_argument("--name", help="worker name (default tunehub-<random>@<hostname>)")
+    p.add_argument("--rpc-tracker", metavar="HOST:PORT", help="measure through a TVM RPC tracker")
+    p.add_argument("--rpc-key", help="the device key registered with the tracker")
+    p.add_argument(
+        "--no-supervise",
+        dest="supervise",
+        action="store_false",
+        help="run the worker in this process (no restart, no clean-up of what it leaves)",
+    )
     data_options(p)
     p.set_defaults(func=cmd_worker)
 
@@ -263,12 +295,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--target", default="host")
     p.add_argument("--trials", type=int, default=64)
     p.add_argument("--wait", action="store_true", help="follow progress until the job ends")
+    p.add_argument("--priority", type=int, default=0, help="higher runs first (-100..100)")
+    p.add_argument(
+        "--submitted-by", default=os.environ.get("USER"), help="who asks (fair share is per name)"
+    )
     server_option(p)
     p.set_defaults(func=cmd_submit)
 
     for name, func, help_text in (
         ("status", cmd_status, "show a job"),
         ("cancel", cmd_cancel, "cancel a job"),
+        ("watch", cmd_watch, "follow a job's progress until it ends"),
     ):
         p = sub.add_parser(name, help=help_text)
         p.add_argument("job_id", type=int)
@@ -287,6 +324,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--schedule", action="store_true", help="fetch the schedule JSON instead")
     server_option(p)
     p.set_defaults(func=cmd_fetch)
+
+    p = sub.add_parser("workers", help="list the worker fleet")
+    server_option(p)
+    p.set_defaults(func=cmd_workers)
 
     p = sub.add_parser("operators", help="list the operator catalog")
     server_option(p)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -61,12 +62,17 @@ class TunehubClient:
         params: dict[str, Any],
         target: str | dict[str, Any] = "host",
         trials: int = 64,
+        priority: int = 0,
+        submitted_by: str | None = None,
     ) -> dict[str, Any]:
-        """Submit a tuning job; returns the job (already succeeded if it was a cache hit)."""
+        """Submit a tuning job; returns the job (already succeeded if it was a cache hit).
+        ``target``: "host", a JSON target, or a target's key or label."""
         body = {
             "operator": {"name": operator, "params": params},
             "target": target,
             "trials": trials,
+            "priority": priority,
+            "submitted_by": submitted_by,
         }
         return self._json(self.http.post("/jobs", json=body))
 
@@ -76,9 +82,17 @@ class TunehubClient:
         fmt: str = "tvmscript",
         target: str | dict[str, Any] = "host",
         trials: int = 64,
+        priority: int = 0,
+        submitted_by: str | None = None,
     ) -> dict[str, Any]:
         """Submit a raw TIR function (TVMScript text or TVM JSON) for tuning."""
-        body = {"tir": {"format": fmt, "source": source}, "target": target, "trials": trials}
+        body = {
+            "tir": {"format": fmt, "source": source},
+            "target": target,
+            "trials": trials,
+            "priority": priority,
+            "submitted_by": submitted_by,
+        }
         return self._json(self.http.post("/jobs", json=body))
 
     def job(self, job_id: int) -> dict[str, Any]:
@@ -88,6 +102,57 @@ class TunehubClient:
     def cancel(self, job_id: int) -> dict[str, Any]:
         """Ask the service to cancel a job."""
         return self._json(self.http.post(f"/jobs/{job_id}/cancel"))
+
+    def events(self, job_id: int) -> Iterator[tuple[str, dict[str, Any]]]:
+        """The job's server-sent events as (event, data) until the stream ends (after the job
+        is final, or when the connection drops)."""
+        event, data = "message", []
+        timeout = httpx.Timeout(self.http.timeout.connect, read=60.0)
+        with self.http.stream("GET", f"/jobs/{job_id}/events", timeout=timeout) as response:
+            if response.status_code >= 400:
+                response.read()
+                self._json(response)
+            for line in response.iter_lines():
+                if not line:
+                    if data:
+                        yield event, json.loads("\n".join(data))
+                    event, data = "message", []
+                elif line.startswith("event:"):
+                    event = line[6:].strip()
+                elif line.startswith("data:"):
+                    data.append(line[5:].strip())
+
+    def watch(
+        self,
+        job_id: int,
+        on_progress: Callable[[dict[str, Any]], None] | None = None,
+        timeout_s: float | None = None,
+        reconnect_s: float = 2.0,
+    ) -> dict[str, Any]:
+        """Follow a job through its event stream until it is final; ``on_progress`` sees the
+        job at every state change and progress step. A dropped stream (an API restart) is
+        reopened; the first event after that is the current state. Returns the final job."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while True:
+            try:
+                for kind, job in self.events(job_id):
+                    if kind == "end":
+                        return self.job(job_id)
+                    if on_progress:
+                        on_progress(job)
+                    if deadline is not None and time.monotonic() > deadline:
+                        raise TimeoutError(f"job {job_id} still {job['state']} after {timeout_s} s")
+            except (httpx.TransportError, json.JSONDecodeError):
+                pass  # the service went away mid-stream: reconnect below
+            try:
+                job = self.job(job_id)
+                if job["state"] in FINAL_STATES:
+                    return job
+            except httpx.TransportError:
+                pass
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"job {job_id} not final after {timeout_s} s")
+            time.sleep(reconnect_s)
 
     def wait(
         self,
@@ -144,6 +209,10 @@ class TunehubClient:
     def operators(self) -> list[dict[str, Any]]:
         """The operator catalog with parameter schemas."""
         return self._json(self.http.get("/operators"))
+
+    def workers(self) -> list[dict[str, Any]]:
+        """The worker fleet: live, stale and stopped workers with their targets and hardware."""
+        return self._json(self.http.get("/workers"))
 
     def targets(self) -> dict[str, Any]:
         """The host target and every known target."""

@@ -7,8 +7,11 @@ A message carries only a job id; the job table is the source of truth. One queue
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import socket
+import threading
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -59,12 +62,33 @@ _worker_context: Any = None
 
 
 def _tune_job_task(job_id: int) -> str:
-    """The Celery task: run the job in this worker (see `tuning.job_runner.run_job`)."""
-    from tuning.job_runner import run_job
+    """The Celery task. A message only wakes the worker: it runs the job the store says comes
+    next on its targets (priority, fair share, age; see `Store.claim_next`), which is usually
+    but not always ``job_id``. Every queued job has a message, so every one gets its turn."""
+    from tuning.job_runner import run_next
 
     if _worker_context is None:
         raise RuntimeError("tune task delivered to a process that is not a tunehub worker")
-    return run_job(_worker_context, int(job_id))
+    log.debug("woken by job %s", job_id)
+    return run_next(_worker_context)
+
+
+class _WorkerBeat(threading.Thread):
+    """Keeps the worker's registry row fresh (and says which job it runs)."""
+
+    def __init__(self, context: Any, every_s: float) -> None:
+        super().__init__(name="tunehub-worker-beat", daemon=True)
+        self.context, self.every_s = context, every_s
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.wait(self.every_s):
+            try:
+                self.context.store.worker_heartbeat(
+                    self.context.worker_name, self.context.current_job_id
+                )
+            except Exception:  # a database hiccup: try again next beat
+                log.exception("worker heartbeat failed")
 
 
 class JobQueue:
@@ -83,31 +107,43 @@ class JobQueue:
 
 
 def run_worker(
-    settings: Settings, target_specs: list[str], name: str | None = None, loglevel: str = "INFO"
+    settings: Settings,
+    target_specs: list[str],
+    name: str | None = None,
+    loglevel: str = "INFO",
+    rpc: Any = None,
 ) -> None:
     """Run a worker for ``target_specs`` ("host" or JSON targets) until it is stopped (blocks).
 
-    The worker records its targets in the store and consumes their queues.
+    The worker records its targets in the store, registers itself (hostname, pid, targets,
+    hardware fingerprint) with a heartbeat, and consumes its targets' queues. With ``rpc`` (a
+    `tuning.devices.RpcSpec`) it builds here and measures on the device behind the tracker.
 
-    TVM and its tensor intrinsics are imported here, once, before the first job (the import
-    takes ~26 s on a 2-core machine; doing it per job would bill every job for it).
+    TVM and the tensor intrinsics its targets need are loaded here, once, before the first job
+    (see `tuning.intrinsics`: ~1 s for CPU targets, ~30 s when the CUDA set is needed).
     """
     global _worker_context
-    import tvm.s_tir.tensor_intrin  # noqa: F401 - the one-off import, at worker start
-
     from schedules_db import Store, make_engine, upgrade_schema
+    from tuning.intrinsics import load_tensor_intrinsics
     from tuning.job_runner import WorkerContext
     from tuning.targets import HOST, host_fingerprint, resolve_target
 
     engine = make_engine(settings.store_url)
     upgrade_schema(engine)
     store = Store(engine)
-    queues = []
+    queues, target_ids = [], []
+    machine = host_fingerprint()
     for spec in target_specs:
-        target = resolve_target(spec)
-        fingerprint = host_fingerprint() if spec == HOST else {}
+        known = None if spec == HOST or spec.lstrip().startswith("{") else store.find_target(spec)
+        target = resolve_target(json.loads(known.canonical_json) if known else spec)
+        fingerprint = machine if spec == HOST else {}
         row = store.get_or_create_target(target.canonical, target.kind, target.label, fingerprint)
         queues.append(queue_name(row.key))
+        target_ids.append(row.id)
+    loaded = load_tensor_intrinsics(
+        [json.loads(store.get_target(t).canonical_json) for t in target_ids]
+    )
+    log.info("tensor intrinsics registered: %s", ", ".join(loaded))
     node = name or f"tunehub-{uuid.uuid4().hex[:8]}@{socket.gethostname()}"
     _worker_context = WorkerContext(
         store=store,
@@ -116,19 +152,31 @@ def run_worker(
         stale_after=timedelta(seconds=settings.stale_after_s),
         heartbeat_every_s=settings.heartbeat_every_s,
         num_trials_per_iter=settings.num_trials_per_iter,
+        seed=settings.seed,
+        target_ids=tuple(target_ids),
+        rpc=rpc,
     )
+    store.register_worker(
+        node, socket.gethostname(), os.getpid(), target_ids, machine, rpc.as_json() if rpc else None
+    )
+    beat = _WorkerBeat(_worker_context, settings.heartbeat_every_s)
+    beat.start()
     app = make_celery(settings)
     log.info("worker %s consuming %s", node, ", ".join(queues))
-    app.worker_main(
-        [
-            "worker",
-            "--pool=solo",
-            "--concurrency=1",
-            "--without-gossip",
-            "--without-mingle",
-            f"--loglevel={loglevel}",
-            f"--hostname={node}",
-            "-Q",
-            ",".join(queues),
-        ]
-    )
+    try:
+        app.worker_main(
+            [
+                "worker",
+                "--pool=solo",
+                "--concurrency=1",
+                "--without-gossip",
+                "--without-mingle",
+                f"--loglevel={loglevel}",
+                f"--hostname={node}",
+                "-Q",
+                ",".join(queues),
+            ]
+        )
+    finally:
+        beat.stopped.set()
+        store.worker_stopped(node)

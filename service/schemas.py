@@ -38,7 +38,12 @@ class JobCreate(BaseModel):
         default="host", description='"host", or a TVM target as a JSON object'
     )
     trials: Annotated[int, Field(strict=True, ge=1)]
-    submitted_by: str | None = Field(default=None, max_length=255)
+    submitted_by: str | None = Field(
+        default=None, max_length=255, description="who asks; the fair share is per submitter"
+    )
+    priority: Annotated[int, Field(strict=True, ge=-100, le=100)] = Field(
+        default=0, description="higher runs first on its target; equal priorities share fairly"
+    )
 
     @model_validator(mode="after")
     def _one_workload(self) -> JobCreate:
@@ -107,6 +112,8 @@ def job_json(job: JobRow, workload: WorkloadRow, target: TargetRow) -> dict[str,
         "cancel_requested": job.cancel_requested,
         "error": job.error,
         "submitted_by": job.submitted_by,
+        "priority": job.priority,
+        "waiting_for": None,
         "created_at": iso(job.created_at),
         "started_at": iso(job.started_at),
         "finished_at": iso(job.finished_at),

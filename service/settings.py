@@ -27,6 +27,7 @@ class Settings:
     reaper_every_s: float = 15.0
     requeue_after_s: float = 300.0
     num_trials_per_iter: int = 64
+    seed: int | None = None  # the search's random seed (None: a fresh one per job)
 
     @classmethod
     def from_env(cls, **overrides: object) -> Settings:
@@ -44,6 +45,7 @@ class Settings:
             ("reaper_every_s", float),
             ("requeue_after_s", float),
             ("num_trials_per_iter", int),
+            ("seed", int),
         ):
             raw = env.get(ENV_PREFIX + name.upper())
             if raw:
@@ -81,5 +83,8 @@ class Settings:
             ENV_PREFIX + "MAX_TRIALS": str(self.max_trials),
             ENV_PREFIX + "STALE_AFTER_S": str(self.stale_after_s),
             ENV_PREFIX + "HEARTBEAT_EVERY_S": str(self.heartbeat_every_s),
+            ENV_PREFIX + "REAPER_EVERY_S": str(self.reaper_every_s),
+            ENV_PREFIX + "REQUEUE_AFTER_S": str(self.requeue_after_s),
             ENV_PREFIX + "NUM_TRIALS_PER_ITER": str(self.num_trials_per_iter),
+            **({ENV_PREFIX + "SEED": str(self.seed)} if self.seed is not None else {}),
         }

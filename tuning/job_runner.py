@@ -23,12 +23,13 @@ from schedules_db.store import JobState, NewSchedule, Store
 from tuning.artifacts import publish
 from tuning.catalog import get_operator
 from tuning.catalog.dtypes import random_operand, widen_tolerance
+from tuning.devices import Measurer, RpcSpec
 from tuning.search import BatchReport, SearchCancelled, run_search
 from tuning.verify import (
     VerificationError,
     apply_trace,
+    build_library,
     check_close,
-    compile_to_library,
     run_module,
     time_module,
 )
@@ -50,6 +51,13 @@ class WorkerContext:
     heartbeat_every_s: float = 10.0
     num_trials_per_iter: int = 64
     seed: int | None = None
+    target_ids: tuple[int, ...] = ()
+    current_job_id: int | None = None  # what the worker runs now (its registry heartbeat says)
+    rpc: RpcSpec | None = None  # measure on a device behind a TVM RPC tracker instead of here
+
+    def measurer_for(self, kind: str) -> Measurer:
+        """Where this worker runs kernels of a target kind."""
+        return Measurer(kind, self.rpc)
 
 
 class LostOwnership(Exception):
@@ -78,8 +86,8 @@ class _Heartbeat(threading.Thread):
 class _Reference:
     """Expected outputs: numpy for catalog operators, the unscheduled function for raw TIR."""
 
-    def __init__(self, workload: Any, untuned_module: Any, kind: str, func: Any) -> None:
-        self.kind = kind
+    def __init__(self, workload: Any, untuned_module: Any, device: Any, func: Any) -> None:
+        self.device = device
         self.func = func
         self.untuned_module = untuned_module
         self.op = get_operator(workload.operator) if workload.operator else None
@@ -93,21 +101,33 @@ class _Reference:
         else:
             self.inputs = [random_operand(s, d, rng) for s, d in specs[:-1]]
             self.expected = run_module(
-                untuned_module, kind, self.inputs, self.out_shape, self.out_dtype
+                untuned_module, device, self.inputs, self.out_shape, self.out_dtype
             )
             self.rtol, self.atol = widen_tolerance(1e-4, 1e-5, self.out_dtype)
 
     def check(self, module: Any) -> float:
-        actual = run_module(module, self.kind, self.inputs, self.out_shape, self.out_dtype)
+        actual = run_module(module, self.device, self.inputs, self.out_shape, self.out_dtype)
         return check_close(actual, self.expected, self.rtol, self.atol)
 
 
-def run_job(ctx: WorkerContext, job_id: int) -> str:
-    """Run one job to a final state. Returns the job's state afterwards (or "not-claimed")."""
+def run_next(ctx: WorkerContext) -> str:
+    """Claim the job this worker should run next on its targets (priority, then fair share
+    between submitters, then age: `Store.claim_next`) and run it. Returns its final state, or
+    "idle" when no job is queued for these targets."""
+    job_id = ctx.store.claim_next(list(ctx.target_ids), ctx.worker_name, ctx.stale_after)
+    if job_id is None:
+        return "idle"
+    return run_job(ctx, job_id, claimed=True)
+
+
+def run_job(ctx: WorkerContext, job_id: int, claimed: bool = False) -> str:
+    """Run one job to a final state. Returns the job's state afterwards (or "not-claimed").
+    ``claimed``: the caller already made this worker the job's owner."""
     store = ctx.store
-    if not store.claim_job(job_id, ctx.worker_name, ctx.stale_after):
+    if not claimed and not store.claim_job(job_id, ctx.worker_name, ctx.stale_after):
         log.info("job %s: not claimed (owned by another worker or final)", job_id)
         return "not-claimed"
+    ctx.current_job_id = job_id
     heartbeat = _Heartbeat(store, job_id, ctx.worker_name, ctx.heartbeat_every_s)
     heartbeat.start()
     work_dir = Path(tempfile.mkdtemp(prefix=f"tunehub-job{job_id}-"))
@@ -128,6 +148,7 @@ def run_job(ctx: WorkerContext, job_id: int) -> str:
         store.fail_job(job_id, ctx.worker_name, f"{type(err).__name__}: {err}")
         return JobState.FAILED.value
     finally:
+        ctx.current_job_id = None
         heartbeat.stopped.set()
         shutil.rmtree(work_dir, ignore_errors=True)
 
@@ -176,6 +197,7 @@ def _tune_and_publish(
             on_batch,
             num_trials_per_iter=ctx.num_trials_per_iter,
             seed=ctx.seed,
+            runner=ctx.measurer_for(target_row.kind).runner(),
         )
     return _verify_and_publish(ctx, job_id, workload, target_row, target, mod, work_dir)
 
@@ -192,25 +214,29 @@ def _verify_and_publish(
     store = ctx.store
     func = mod["main"]
     specs = arg_specs(func)
-    untuned = compile_to_library(mod, target, work_dir / "untuned.so")
-    untuned_time = time_module(untuned, target_row.kind, specs, repeat=3, min_repeat_ms=50)
-    reference = _Reference(workload, untuned, target_row.kind, func)
-    failures: list[str] = []
-    verified: list[tuple[float, Any, Any, float, Path]] = []
-    # The search's best measurement is the luckiest of many noisy ones; re-time every verified
-    # candidate of the top k here, side by side, and publish the fastest of those.
-    for record in store.top_k_records(workload.id, target_row.id, VERIFY_CANDIDATES):
-        path = work_dir / f"candidate-{record.id}.so"
-        try:
-            scheduled = apply_trace(mod, record.trace_json)
-            module = compile_to_library(scheduled, target, path)
-            error = reference.check(module)
-        except VerificationError as err:
-            failures.append(f"record {record.id}: {err}")
-            log.warning("job %s: record %s failed verification: %s", job_id, record.id, err)
-            continue
-        latency = time_module(module, target_row.kind, specs).median_us
-        verified.append((latency, record, scheduled, error, path))
+    measurer = ctx.measurer_for(target_row.kind)
+    with measurer.session() as session:
+        untuned = session.load(build_library(mod, target, work_dir / "untuned.so"))
+        untuned_time = time_module(
+            untuned.module, untuned.device, specs, repeat=3, min_repeat_ms=50
+        )
+        reference = _Reference(workload, untuned.module, untuned.device, func)
+        failures: list[str] = []
+        verified: list[tuple[float, Any, Any, float, Path]] = []
+        # The search's best measurement is the luckiest of many noisy ones; re-time every
+        # verified candidate of the top k here, side by side, and publish the fastest of those.
+        for record in store.top_k_records(workload.id, target_row.id, VERIFY_CANDIDATES):
+            path = work_dir / f"candidate-{record.id}.so"
+            try:
+                scheduled = apply_trace(mod, record.trace_json)
+                loaded = session.load(build_library(scheduled, target, path))
+                error = reference.check(loaded.module)
+            except VerificationError as err:
+                failures.append(f"record {record.id}: {err}")
+                log.warning("job %s: record %s failed verification: %s", job_id, record.id, err)
+                continue
+            latency = time_module(loaded.module, loaded.device, specs).median_us
+            verified.append((latency, record, scheduled, error, path))
     if not verified:
         detail = "; ".join(failures) or "no candidate was measured successfully"
         raise VerificationError(f"no candidate passed verification: {detail}")

@@ -117,11 +117,13 @@ def run_search(
     num_trials_per_iter: int = 64,
     seed: int | None = None,
     num_cores: int | None = None,
+    runner: Any | None = None,
 ) -> None:
     """Tune ``mod`` (one PrimFunc "main") for ``trials`` measured candidates.
 
     Every measured candidate is committed to ``database`` by MetaSchedule's default callbacks
     before ``on_batch`` sees the batch. ``on_batch`` may raise `SearchCancelled` to stop.
+    ``runner`` measures candidates (default: a `LocalRunner`; an `RPCRunner` for remote devices).
     """
     from tvm.s_tir.meta_schedule import TuneContext
     from tvm.s_tir.meta_schedule.cost_model import XGBModel
@@ -140,7 +142,7 @@ def run_search(
         logger=logging.getLogger("tunehub.metaschedule"),
     ).clone()
     builder = make_builder(max_workers=cores)
-    runner = make_runner()
+    runner = runner if runner is not None else make_runner()
     stop = _Stop()
     callbacks = list(MeasureCallback.create("default")) + [_progress_callback(on_batch, stop)]
     try:

@@ -120,8 +120,25 @@ def host_fingerprint() -> dict[str, Any]:
         "physical_cores": physical_cores(),
         "logical_cores": os.cpu_count(),
         "isa_flags": sorted(set(flags)),
+        "gpus": gpu_fingerprint(),
         "tvm_version": tvm.__version__,
     }
+
+
+def gpu_fingerprint() -> list[dict[str, Any]]:
+    """Name and compute capability of each CUDA device TVM sees (none on CPU-only hosts)."""
+    import tvm
+
+    gpus = []
+    for index in range(16):
+        try:
+            dev = tvm.cuda(index)
+            if not dev.exist:
+                break
+            gpus.append({"name": dev.device_name, "compute_capability": dev.compute_version})
+        except Exception:  # a TVM built without CUDA, or no driver
+            break
+    return gpus
 
 
 def device_for(kind: str) -> Any:

@@ -35,23 +35,35 @@ def apply_trace(mod: Any, trace_json: str) -> Any:
     return sch.mod
 
 
-def compile_to_library(mod: Any, target: Any, path: Path) -> Any:
-    """Compile ``mod`` with `tvm.compile`, export it as a shared library at ``path`` and load it
-    back: what is verified and timed is exactly the file that will be served."""
+def build_library(mod: Any, target: Any, path: Path) -> Path:
+    """Compile ``mod`` with `tvm.compile` and export it as a shared library at ``path``."""
     import tvm
 
     executable = tvm.compile(mod, target=target)
     executable.export_library(str(path))
-    return tvm.runtime.load_module(str(path))
+    return path
+
+
+def compile_to_library(mod: Any, target: Any, path: Path) -> Any:
+    """Compile ``mod``, export it at ``path`` and load it back in this process: what is
+    verified and timed is exactly the file that will be served."""
+    import tvm
+
+    return tvm.runtime.load_module(str(build_library(mod, target, path)))
+
+
+def _device(kind_or_device: Any) -> Any:
+    return device_for(kind_or_device) if isinstance(kind_or_device, str) else kind_or_device
 
 
 def run_module(
-    module: Any, kind: str, inputs: list[np.ndarray], out_shape: list[int], out_dtype: str
+    module: Any, kind: Any, inputs: list[np.ndarray], out_shape: list[int], out_dtype: str
 ) -> np.ndarray:
-    """Call the module's ``main`` on ``inputs`` and return the output."""
+    """Call the module's ``main`` on ``inputs`` and return the output. ``kind``: a target kind
+    (a local device) or a TVM device (a remote one)."""
     import tvm
 
-    dev = device_for(kind)
+    dev = _device(kind)
     args = [tvm.runtime.tensor(x, dev) for x in inputs]
     out = tvm.runtime.empty(out_shape, out_dtype, dev)
     module["main"](*args, out)
@@ -60,15 +72,16 @@ def run_module(
 
 def time_module(
     module: Any,
-    kind: str,
+    kind: Any,
     specs: list[tuple[list[int], str]],
     repeat: int = 5,
     min_repeat_ms: int = 100,
 ) -> Timing:
-    """Time ``main`` with `time_evaluator` (each run lasts at least ``min_repeat_ms``)."""
+    """Time ``main`` with `time_evaluator` (each run lasts at least ``min_repeat_ms``); ``kind``
+    as in `run_module`."""
     import tvm
 
-    dev = device_for(kind)
+    dev = _device(kind)
     args = [tvm.runtime.empty(shape, dtype, dev) for shape, dtype in specs]
     timer = module.time_evaluator("main", dev, number=1, repeat=repeat, min_repeat_ms=min_repeat_ms)
     runs = [float(x) * 1e6 for x in timer(*args).results]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -36,9 +37,13 @@ def operators() -> list[dict[str, Any]]:
 
 @router.get("/targets")
 def targets(request: Request) -> dict[str, Any]:
-    """The target "host" resolves to here, and every target the store knows."""
+    """The target "host" resolves to here, and every target the store knows (by key and
+    readable label, either of which a job may name), with ``served``: a live worker has it."""
     host = resolve_target(HOST)
+    store = request.app.state.store
+    stale_after = timedelta(seconds=request.app.state.settings.stale_after_s)
+    live = store.live_target_ids(stale_after)
     return {
         "host": {"canonical": host.canonical, "label": host.label},
-        "targets": [target_json(row) for row in request.app.state.store.list_targets()],
+        "targets": [{**target_json(row), "served": row.id in live} for row in store.list_targets()],
     }

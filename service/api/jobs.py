@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
+import time
+from collections.abc import AsyncIterator
+from datetime import timedelta
 from typing import Any
 
 from fastapi import APIRouter, Query, Request
+from fastapi.responses import StreamingResponse
 from pydantic import ValidationError
+from starlette.concurrency import run_in_threadpool
 
-from schedules_db.store import JobState
+from schedules_db.store import FINAL_STATES, JobState
 from service.errors import invalid, not_found, prefixed
 from service.jobqueue import queue_name
 from service.schemas import JobCreate, job_json
 from tuning.catalog import get_operator, list_operators
-from tuning.targets import HOST, TargetError, host_fingerprint, resolve_target
+from tuning.targets import HOST, ResolvedTarget, TargetError, host_fingerprint, resolve_target
 from tuning.tir_sandbox import TirRejected, parse_untrusted
 from tuning.workload import WorkloadSpec, catalog_workload
 
@@ -22,9 +29,18 @@ log = logging.getLogger("tunehub.api")
 
 
 def render_job(request: Request, job: Any) -> dict[str, Any]:
-    """A job row with its workload and target, as JSON."""
+    """A job row with its workload and target, as JSON; a queued job whose target no live
+    worker serves says so in ``waiting_for``."""
     store = request.app.state.store
-    return job_json(job, store.get_workload(job.workload_id), store.get_target(job.target_id))
+    target = store.get_target(job.target_id)
+    body = job_json(job, store.get_workload(job.workload_id), target)
+    if job.state == JobState.QUEUED.value:
+        stale_after = timedelta(seconds=request.app.state.settings.stale_after_s)
+        if job.target_id not in store.live_target_ids(stale_after):
+            body["waiting_for"] = f"no live worker serves target {target.label} ({target.key})"
+        else:
+            body["waiting_for"] = "a free worker of this target"
+    return body
 
 
 @router.post("", status_code=201)
@@ -42,10 +58,7 @@ def create_job(body: JobCreate, request: Request) -> dict[str, Any]:
             "less_than_equal",
             body.trials,
         )
-    try:
-        target = resolve_target(body.target)
-    except TargetError as err:
-        raise invalid(("body", "target"), str(err), "invalid_target", body.target) from None
+    target = _resolve_job_target(body.target, state.store)
     workload = _tir_workload(body) if body.tir is not None else _catalog_workload(body)
 
     store = state.store
@@ -57,7 +70,12 @@ def create_job(body: JobCreate, request: Request) -> dict[str, Any]:
         workload.shash, workload.mod_json, workload.operator, workload.params, workload.flop
     )
     job = store.create_job(
-        workload_row.id, target_row.id, body.trials, queue_name(target_row.key), body.submitted_by
+        workload_row.id,
+        target_row.id,
+        body.trials,
+        queue_name(target_row.key),
+        body.submitted_by,
+        body.priority,
     )
     if job.state == JobState.QUEUED.value:
         try:
@@ -66,6 +84,29 @@ def create_job(body: JobCreate, request: Request) -> dict[str, Any]:
         except Exception:  # the broker is down: the job is recorded; the reaper sends it later
             log.exception("could not enqueue job %s; the reaper will retry", job.id)
     return render_job(request, store.get_job(job.id))
+
+
+def _resolve_job_target(spec: str | dict[str, Any], store: Any) -> ResolvedTarget:
+    """ "host", a JSON target, or the key or label of a target the store knows (as
+    ``GET /targets`` lists them, e.g. ``znver4-2c``)."""
+    if isinstance(spec, str) and spec != HOST and not spec.lstrip().startswith("{"):
+        named = [row for row in store.list_targets() if spec in (row.key, row.label)]
+        if len(named) > 1:
+            keys = ", ".join(row.key for row in named)
+            raise invalid(
+                ("body", "target"),
+                f"target name {spec!r} is ambiguous; use one of the keys {keys}",
+                "ambiguous_target",
+                spec,
+            )
+        if named:
+            return resolve_target(json.loads(named[0].canonical_json))
+    try:
+        return resolve_target(spec)
+    except TargetError as err:
+        known = ", ".join(sorted({row.label for row in store.list_targets()})) or "none yet"
+        reason = f"{err} (known target names: {known})" if isinstance(spec, str) else str(err)
+        raise invalid(("body", "target"), reason, "invalid_target", spec) from None
 
 
 def _catalog_workload(body: JobCreate) -> WorkloadSpec:
@@ -129,3 +170,48 @@ def cancel_job(job_id: int, request: Request) -> dict[str, Any]:
     if job is None:
         raise not_found("job", job_id)
     return render_job(request, job)
+
+
+EVENTS_POLL_S = 0.5
+EVENTS_KEEPALIVE_S = 15.0
+
+
+@router.get("/{job_id}/events")
+async def job_events(job_id: int, request: Request) -> StreamingResponse:
+    """Server-sent events for one job until it is final: ``state`` when its state changes
+    (the first event is always one), ``progress`` when trials or the best latency move, then
+    ``end``. Each event's data is the job as ``GET /jobs/{id}`` shows it. A client that loses
+    the stream (an API restart) reconnects and gets the current state first."""
+    store = request.app.state.store
+    if await run_in_threadpool(store.get_job, job_id) is None:
+        raise not_found("job", job_id)
+
+    async def stream() -> AsyncIterator[str]:
+        yield "retry: 2000\n\n"
+        last_state, last_progress, quiet_since, seq = None, None, time.monotonic(), 0
+        while not await request.is_disconnected():
+            job = await run_in_threadpool(store.get_job, job_id)
+            body = await run_in_threadpool(render_job, request, job)
+            progress = body["progress"]
+            kind = None
+            if body["state"] != last_state:
+                kind = "state"
+            elif progress != last_progress:
+                kind = "progress"
+            if kind:
+                seq += 1
+                last_state, last_progress, quiet_since = body["state"], progress, time.monotonic()
+                yield f"id: {seq}\nevent: {kind}\ndata: {json.dumps(body)}\n\n"
+            elif time.monotonic() - quiet_since > EVENTS_KEEPALIVE_S:
+                quiet_since = time.monotonic()
+                yield ": keep-alive\n\n"
+            if body["state"] in FINAL_STATES:
+                yield f"event: end\ndata: {json.dumps({'id': job_id, 'state': body['state']})}\n\n"
+                return
+            await asyncio.sleep(EVENTS_POLL_S)
+
+    return StreamingResponse(
+        stream(),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )

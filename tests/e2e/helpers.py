@@ -8,7 +8,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import psutil
@@ -92,3 +94,16 @@ def cli(
         text=True,
         timeout=timeout_s,
     )
+
+
+def wait_until(
+    condition: Callable[[], Any], timeout_s: float, log: Path, poll_s: float = 0.5
+) -> Any:
+    """Poll ``condition`` until it returns something truthy (returned); fail with the log."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(poll_s)
+    raise AssertionError(f"condition not met in {timeout_s} s:\n{log.read_text()[-4000:]}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 from pathlib import Path
 
 import httpx
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import free_port
-from tests.e2e.helpers import cli, start, stop, wait_http, wait_job
+from tests.e2e.helpers import cli, start, stop, wait_http, wait_job, wait_until
 
 pytestmark = pytest.mark.e2e
 SHAPE = {"M": 64, "N": 64, "K": 64}
@@ -95,6 +96,39 @@ def test_serve_tunes_verifies_and_serves_a_matmul(tmp_path: Path) -> None:
                 ]
             )
             assert bad.returncode != 0 and "422" in bad.stderr and "M" in bad.stderr
+
+            # Cancel mid-job on the SQLite broker: the search stops after the current batch,
+            # the records measured so far stay, and `tunehub watch` reports the end.
+            long_job = client.post(
+                "/jobs",
+                json={
+                    "operator": {"name": "matmul", "params": {"M": 96, "N": 64, "K": 32}},
+                    "trials": 200,
+                },
+            ).json()
+            running = wait_until(
+                lambda: (
+                    (j := client.get(f"/jobs/{long_job['id']}").json())["progress"]["trials_done"]
+                    >= 4
+                    and j
+                ),
+                120,
+                log,
+            )
+            assert running["state"] == "running"
+            cancelled = cli(["cancel", str(long_job["id"]), "--server", url])
+            assert cancelled.returncode == 0, cancelled.stderr
+            watched = cli(["watch", str(long_job["id"]), "--server", url], timeout_s=120)
+            assert watched.returncode == 1 and "cancelled" in watched.stderr, watched
+            final = client.get(f"/jobs/{long_job['id']}").json()
+            assert final["state"] == "cancelled" and final["schedule_id"] is None
+            assert 4 <= final["progress"]["trials_done"] < 200
+            assert "trials" in watched.stdout  # the progress bar was drawn from the events
+            with sqlite3.connect(tmp_path / "data" / "tunehub.db") as db:
+                (kept,) = db.execute(
+                    "SELECT COUNT(*) FROM tuning_records WHERE job_id = ?", (long_job["id"],)
+                ).fetchone()
+            assert kept == final["progress"]["trials_done"]
     finally:
         leftovers = stop(server)
     assert leftovers == [], f"processes left behind: {leftovers}"
