@@ -82,6 +82,7 @@ class JobRow(Base):
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
     submitted_by: Mapped[str | None] = mapped_column(String(255), nullable=True)
     priority: Mapped[int] = mapped_column(Integer, nullable=False, default=0, server_default="0")
+    task_id: Mapped[str | None] = mapped_column(String(64), nullable=True)  # last broker message
     enqueued_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)

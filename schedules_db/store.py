@@ -268,10 +268,15 @@ class Store:
                 query = query.where(JobRow.state == state)
             return list(s.scalars(query))
 
-    def mark_enqueued(self, job_id: int) -> None:
-        """Record that a message for this job was handed to the broker now."""
+    def mark_enqueued(self, job_id: int, task_id: str | None = None) -> None:
+        """Record that a message (broker task ``task_id``) for this job was handed to the broker
+        now."""
         with self.session() as s:
-            s.execute(update(JobRow).where(JobRow.id == job_id).values(enqueued_at=utcnow()))
+            s.execute(
+                update(JobRow)
+                .where(JobRow.id == job_id)
+                .values(enqueued_at=utcnow(), task_id=task_id)
+            )
 
     def claim_job(self, job_id: int, worker: str, stale_after: timedelta) -> bool:
         """Atomically make ``worker`` the owner of a queued job (or of a running job whose owner

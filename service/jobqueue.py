@@ -97,9 +97,22 @@ class JobQueue:
     def __init__(self, settings: Settings) -> None:
         self.app = make_celery(settings)
 
-    def enqueue(self, job_id: int, queue: str) -> None:
-        """Hand a job to the broker on its target's queue."""
-        self.app.send_task(TASK_NAME, args=[job_id], queue=queue)
+    def enqueue(self, job_id: int, queue: str) -> str:
+        """Hand a job to the broker on its target's queue; returns the message's task id."""
+        return self.app.send_task(TASK_NAME, args=[job_id], queue=queue).id
+
+    def revoke(self, task_id: str | None) -> bool:
+        """Best effort: ask the workers to drop a message not yet started (a cancelled queued
+        job's wake-up). Brokers without broadcast (the SQLite one) cannot; the job's state in
+        the store is what stops it either way. Returns whether the request went out."""
+        if not task_id:
+            return False
+        try:
+            self.app.control.revoke(task_id)
+        except Exception as err:  # noqa: BLE001 - e.g. no fanout exchange on the SQL broker
+            log.info("revoke of task %s not delivered: %s", task_id, err)
+            return False
+        return True
 
     def close(self) -> None:
         """Release broker connections."""

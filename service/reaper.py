@@ -47,8 +47,8 @@ class Reaper(threading.Thread):
         for job in stale:
             resend[job.id] = job
         for job in resend.values():
-            self.queue.enqueue(job.id, job.queue)
-            self.store.mark_enqueued(job.id)
+            task_id = self.queue.enqueue(job.id, job.queue)
+            self.store.mark_enqueued(job.id, task_id)
         purged = purge_delivered_sqlite_messages(self.settings.broker)
         return {"requeued_stale": len(stale), "resent": len(resend), "purged": purged}
 

@@ -79,8 +79,8 @@ def create_job(body: JobCreate, request: Request) -> dict[str, Any]:
     )
     if job.state == JobState.QUEUED.value:
         try:
-            state.queue.enqueue(job.id, job.queue)
-            store.mark_enqueued(job.id)
+            task_id = state.queue.enqueue(job.id, job.queue)
+            store.mark_enqueued(job.id, task_id)
         except Exception:  # the broker is down: the job is recorded; the reaper sends it later
             log.exception("could not enqueue job %s; the reaper will retry", job.id)
     return render_job(request, store.get_job(job.id))
@@ -165,10 +165,16 @@ def get_job(job_id: int, request: Request) -> dict[str, Any]:
 
 @router.post("/{job_id}/cancel")
 def cancel_job(job_id: int, request: Request) -> dict[str, Any]:
-    """Cancel a job: at once if queued, after the current batch if running."""
-    job = request.app.state.store.request_cancel(job_id)
+    """Cancel a job: at once if queued, after the current batch if running (a flag in the job
+    row, read by its worker after every batch; works on every broker). A queued job's message is
+    also revoked, as a best effort, where the broker can broadcast."""
+    store = request.app.state.store
+    before = store.get_job(job_id)
+    job = store.request_cancel(job_id)
     if job is None:
         raise not_found("job", job_id)
+    if before.state == JobState.QUEUED.value and job.state == JobState.CANCELLED.value:
+        request.app.state.queue.revoke(job.task_id)
     return render_job(request, job)
 
 

@@ -230,6 +230,15 @@ def test_api_restart_mid_job_and_cancel_on_rabbitmq(pg_database: str, tmp_path: 
             assert 4 <= cancelled["progress"]["trials_done"] < 400
             records, distinct_traces = _records(pg_database, long_job["id"])
             assert records == distinct_traces == cancelled["progress"]["trials_done"]
+
+            # A queued job (no worker serves its target) is cancelled at once; its RabbitMQ
+            # message is revoked as a best effort, and nothing runs it.
+            unserved = {"kind": "llvm", "mcpu": "skylake", "num-cores": 1}
+            waiting = client.submit("matmul", TINY, unserved, 4)
+            assert "no live worker" in waiting["waiting_for"]
+            started = time.monotonic()
+            assert client.cancel(waiting["id"])["state"] == "cancelled"
+            assert time.monotonic() - started < 5
     finally:
         leftovers = stop(worker) + stop(api)
     assert leftovers == [], f"processes left behind: {leftovers}"

@@ -20,18 +20,15 @@ from tuning.verify import check_close, run_module
 from tuning.workload import arg_specs, catalog_workload
 
 TRIALS = 2
-# Each case costs 10-30 s here; CI tunes one case per operator family and layout kind, and
-# TUNEHUB_TEST_ALL_OPERATORS=1 tunes every case (12 min on 2 cores). Every case's unscheduled
+# Each case costs 10-50 s here; CI tunes one case per kind of kernel (contraction in fp16 and
+# int8, NHWC conv with its layout-transform trace, depthwise, a reduction), and
+# TUNEHUB_TEST_ALL_OPERATORS=1 tunes all 54 cases (~22 min on 2 cores). Every case's unscheduled
 # kernel is checked against its reference in test_catalog_references.py either way.
 CI_CASES = {
     "matmul-float16",
     "conv2d-NCHW-int8",
-    "add-bcast",
-    "dense-bias",
     "conv2d-NHWC",
-    "conv2d_bn_relu-NCHW",
     "depthwise_conv2d-NHWC",
-    "max_pool2d-NHWC-R2",
     "softmax",
 }
 TUNED = [c for c in CASES if os.environ.get("TUNEHUB_TEST_ALL_OPERATORS") or case_id(c) in CI_CASES]

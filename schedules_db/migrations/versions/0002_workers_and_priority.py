@@ -1,4 +1,4 @@
-"""workers registry, job priority
+"""workers registry, job priority, the broker task id of a job's last message
 
 Revision ID: 0002
 Revises: 0001
@@ -32,10 +32,12 @@ def upgrade() -> None:
         sa.UniqueConstraint("name"),
     )
     with op.batch_alter_table("jobs", schema=None) as batch_op:
+        batch_op.add_column(sa.Column("task_id", sa.String(length=64), nullable=True))
         batch_op.add_column(sa.Column("priority", sa.Integer(), nullable=False, server_default="0"))
 
 
 def downgrade() -> None:
     with op.batch_alter_table("jobs", schema=None) as batch_op:
+        batch_op.drop_column("task_id")
         batch_op.drop_column("priority")
     op.drop_table("workers")
