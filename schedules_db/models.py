@@ -94,7 +94,9 @@ class TuningRecordRow(Base):
 
     __tablename__ = "tuning_records"
     __table_args__ = (
-        UniqueConstraint("workload_id", "target_id", "trace_sha256", name="uq_record_trace"),
+        UniqueConstraint(
+            "workload_id", "target_id", "tvm_series", "trace_sha256", name="uq_record_trace"
+        ),
         Index("ix_records_best", "workload_id", "target_id", "mean_run_us"),
     )
 
@@ -109,6 +111,8 @@ class TuningRecordRow(Base):
     mean_run_us: Mapped[float | None] = mapped_column(Float, nullable=True)
     args_info: Mapped[list[Any]] = mapped_column(JSON, nullable=False)
     tvm_version: Mapped[str] = mapped_column(String(32), nullable=False)
+    # major.minor of tvm_version: records of another series are never served (see store).
+    tvm_series: Mapped[str] = mapped_column(String(16), nullable=False, server_default="")
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
@@ -126,15 +130,19 @@ class ArtifactRow(Base):
 
 
 class ScheduleRow(Base):
-    """The verified best schedule of one (workload, target)."""
+    """The verified best schedule of one (workload, target, TVM series)."""
 
     __tablename__ = "schedules"
-    __table_args__ = (UniqueConstraint("workload_id", "target_id", name="uq_schedule_pair"),)
+    __table_args__ = (
+        UniqueConstraint("workload_id", "target_id", "tvm_series", name="uq_schedule_key"),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     workload_id: Mapped[int] = mapped_column(ForeignKey("workloads.id"), nullable=False)
     target_id: Mapped[int] = mapped_column(ForeignKey("targets.id"), nullable=False)
-    record_id: Mapped[int] = mapped_column(ForeignKey("tuning_records.id"), nullable=False)
+    tvm_series: Mapped[str] = mapped_column(String(16), nullable=False, server_default="")
+    # NULL when the plain, unscheduled function was the fastest verified candidate.
+    record_id: Mapped[int | None] = mapped_column(ForeignKey("tuning_records.id"), nullable=True)
     artifact_id: Mapped[int] = mapped_column(ForeignKey("artifacts.id"), nullable=False)
     latency_us: Mapped[float] = mapped_column(Float, nullable=False)
     untuned_latency_us: Mapped[float] = mapped_column(Float, nullable=False)

@@ -36,9 +36,9 @@ def _plain_json(value: Any) -> Any:
         return value.value
     if isinstance(value, IndexMap):
         return tvm.ir.save_json(value)
-    if isinstance(value, Map):
+    if isinstance(value, (Map, dict)):
         return {_plain_json(k): _plain_json(v) for k, v in value.items()}
-    if isinstance(value, Array):
+    if isinstance(value, (Array, list, tuple)):
         return [_plain_json(v) for v in value]
     raise TypeError(f"unexpected {type(value).__name__} in a MetaSchedule trace")
 

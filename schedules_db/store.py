@@ -26,6 +26,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import json
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -73,6 +74,13 @@ def sha256_hex(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def tvm_series(version: str) -> str:
+    """The compatibility series of a TVM version: major.minor ("0.27.0.post1" -> "0.27").
+    Traces are only replayed within a series."""
+    match = re.match(r"(\d+)\.(\d+)", version or "")
+    return f"{match.group(1)}.{match.group(2)}" if match else (version or "")
+
+
 def target_key(canonical: dict[str, Any]) -> str:
     """The key of a canonical target dict: the first 32 hex digits of its JSON's sha256."""
     return sha256_hex(canonical_json(canonical))[:32]
@@ -102,9 +110,10 @@ class NewRecord:
 
 @dataclass(frozen=True)
 class NewSchedule:
-    """A verified best, with its exported artifact, ready to be published by `finish_job`."""
+    """A verified best, with its exported artifact, ready to be published by `finish_job`.
+    ``record_id`` None: the plain (unscheduled) function won; ``tvm_series`` then keys it."""
 
-    record_id: int
+    record_id: int | None
     latency_us: float
     untuned_latency_us: float
     max_abs_error: float
@@ -113,14 +122,22 @@ class NewSchedule:
     artifact_size: int
     artifact_path: str
     artifact_kind: str = "shared-library"
+    tvm_series: str = ""
 
 
 class Store:
     """Repository functions over one SQLAlchemy engine (SQLite or PostgreSQL)."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, tvm_series: str | None = None) -> None:
+        """``tvm_series`` (e.g. "0.27", see `tvm_series`): records and schedules of any other
+        TVM series are invisible to this store's lookups (the service and the workers set it;
+        None sees every series)."""
         self.engine = engine
+        self.series = tvm_series
         self._sessions = sessionmaker(engine, expire_on_commit=False)
+
+    def _same_series(self, model: Any) -> tuple[Any, ...]:
+        return () if self.series is None else (model.tvm_series == self.series,)
 
     @contextmanager
     def session(self) -> Iterator[Session]:
@@ -230,7 +247,9 @@ class Store:
         with self.session() as s:
             best = s.scalar(
                 select(ScheduleRow).where(
-                    ScheduleRow.workload_id == workload_id, ScheduleRow.target_id == target_id
+                    ScheduleRow.workload_id == workload_id,
+                    ScheduleRow.target_id == target_id,
+                    *self._same_series(ScheduleRow),
                 )
             )
             job = JobRow(
@@ -254,6 +273,19 @@ class Store:
             s.add(job)
             s.flush()
             return job
+
+    def unfinished_job(self, workload_id: int, target_id: int) -> JobRow | None:
+        """A queued or running job of this (workload, target), if there is one."""
+        with self.session() as s:
+            return s.scalar(
+                select(JobRow)
+                .where(
+                    JobRow.workload_id == workload_id,
+                    JobRow.target_id == target_id,
+                    JobRow.state.in_([JobState.QUEUED.value, JobState.RUNNING.value]),
+                )
+                .order_by(JobRow.id)
+            )
 
     def get_job(self, job_id: int) -> JobRow | None:
         """The job row with this id, or None."""
@@ -464,21 +496,28 @@ class Store:
     def finish_job(self, job_id: int, worker: str, new: NewSchedule | None) -> int | None:
         """Publish a verified schedule and mark the job succeeded, in one transaction.
 
-        ``new`` replaces the stored best of the (workload, target) only when it is faster; the
-        stored best's trial count grows by this job's trials either way. With ``new=None`` (no
-        candidate beat the stored best) the job succeeds with the stored best. Returns the
-        schedule id, or None if the caller no longer owns the job (nothing is written then).
+        ``new`` replaces the stored best of the (workload, target, series) only when it is
+        faster; the best's trial count becomes the job's budget or the number of stored records,
+        whichever is larger (budgets are totals: a bigger one continues from the records).
+        With ``new=None`` (no candidate beat the stored best) the job succeeds with the stored
+        best. Returns the schedule id, or None if the caller no longer owns the job (nothing is
+        written then).
         """
         now = utcnow()
         with self.session() as s:
             job = s.scalar(select(JobRow).where(*self._owned(job_id, worker)).with_for_update())
             if job is None:
                 return None
+            if new is not None and new.record_id is not None:
+                series = s.get(TuningRecordRow, new.record_id).tvm_series
+            else:
+                series = (new.tvm_series if new is not None else "") or self.series or ""
             best = s.scalar(
                 select(ScheduleRow)
                 .where(
                     ScheduleRow.workload_id == job.workload_id,
                     ScheduleRow.target_id == job.target_id,
+                    ScheduleRow.tvm_series == series,
                 )
                 .with_for_update()
             )
@@ -497,7 +536,10 @@ class Store:
                     s.flush()
                 if best is None:
                     best = ScheduleRow(
-                        workload_id=job.workload_id, target_id=job.target_id, trials=0
+                        workload_id=job.workload_id,
+                        target_id=job.target_id,
+                        tvm_series=series,
+                        trials=0,
                     )
                     s.add(best)
                 best.record_id = new.record_id
@@ -510,7 +552,16 @@ class Store:
                 best.updated_at = now
             if best is None:
                 raise ValueError("finish_job without a schedule: no verified best exists")
-            best.trials = (best.trials or 0) + job.trials
+            # Budgets are totals per (workload, target, series): a job asking for more trials
+            # continues from the stored records, so the best covers all that were measured.
+            measured = s.scalar(
+                select(func.count(TuningRecordRow.id)).where(
+                    TuningRecordRow.workload_id == job.workload_id,
+                    TuningRecordRow.target_id == job.target_id,
+                    TuningRecordRow.tvm_series == series,
+                )
+            )
+            best.trials = max(best.trials or 0, job.trials, int(measured or 0))
             s.flush()
             job.state = JobState.SUCCEEDED.value
             job.schedule_id = best.id
@@ -621,6 +672,7 @@ class Store:
                         mean_run_us=record.mean_run_us,
                         args_info=record.args_info,
                         tvm_version=record.tvm_version,
+                        tvm_series=tvm_series(record.tvm_version),
                     )
                 )
             return True
@@ -636,6 +688,7 @@ class Store:
                         TuningRecordRow.workload_id == workload_id,
                         TuningRecordRow.target_id == target_id,
                         TuningRecordRow.trace_sha256 == sha256_hex(trace_json),
+                        *self._same_series(TuningRecordRow),
                     )
                 )
                 is not None
@@ -651,6 +704,7 @@ class Store:
                         TuningRecordRow.workload_id == workload_id,
                         TuningRecordRow.target_id == target_id,
                         TuningRecordRow.mean_run_us.is_not(None),
+                        *self._same_series(TuningRecordRow),
                     )
                     .order_by(TuningRecordRow.mean_run_us, TuningRecordRow.id)
                     .limit(k)
@@ -662,7 +716,9 @@ class Store:
     ) -> list[TuningRecordRow]:
         """Every record of a target (optionally of one workload or job), oldest first."""
         with self.session() as s:
-            query = select(TuningRecordRow).where(TuningRecordRow.target_id == target_id)
+            query = select(TuningRecordRow).where(
+                TuningRecordRow.target_id == target_id, *self._same_series(TuningRecordRow)
+            )
             if workload_id is not None:
                 query = query.where(TuningRecordRow.workload_id == workload_id)
             if job_id is not None:
@@ -675,13 +731,38 @@ class Store:
         """How many records `records` would return."""
         with self.session() as s:
             query = select(func.count(TuningRecordRow.id)).where(
-                TuningRecordRow.target_id == target_id
+                TuningRecordRow.target_id == target_id, *self._same_series(TuningRecordRow)
             )
             if workload_id is not None:
                 query = query.where(TuningRecordRow.workload_id == workload_id)
             if job_id is not None:
                 query = query.where(TuningRecordRow.job_id == job_id)
             return int(s.scalar(query) or 0)
+
+    def record_stats_by_target(self, workload_id: int) -> dict[int, tuple[int, float | None]]:
+        """For one workload: target id -> (records, fastest successful mean in us)."""
+        with self.session() as s:
+            rows = s.execute(
+                select(
+                    TuningRecordRow.target_id,
+                    func.count(TuningRecordRow.id),
+                    func.min(TuningRecordRow.mean_run_us),
+                )
+                .where(
+                    TuningRecordRow.workload_id == workload_id,
+                    *self._same_series(TuningRecordRow),
+                )
+                .group_by(TuningRecordRow.target_id)
+            ).all()
+        return {int(t): (int(n), best) for t, n, best in rows}
+
+    def list_workloads(self, operator: str | None = None, limit: int = 100) -> list[WorkloadRow]:
+        """Workloads, newest first, optionally of one operator."""
+        with self.session() as s:
+            query = select(WorkloadRow).order_by(WorkloadRow.id.desc()).limit(limit)
+            if operator is not None:
+                query = query.where(WorkloadRow.operator == operator)
+            return list(s.scalars(query))
 
     def get_record(self, record_id: int) -> TuningRecordRow | None:
         """The record with this id, or None."""
@@ -699,7 +780,9 @@ class Store:
         with self.session() as s:
             return s.scalar(
                 select(ScheduleRow).where(
-                    ScheduleRow.workload_id == workload_id, ScheduleRow.target_id == target_id
+                    ScheduleRow.workload_id == workload_id,
+                    ScheduleRow.target_id == target_id,
+                    *self._same_series(ScheduleRow),
                 )
             )
 
@@ -712,7 +795,12 @@ class Store:
     ) -> list[ScheduleRow]:
         """Verified best schedules, newest first, filtered by operator, target or workload."""
         with self.session() as s:
-            query = select(ScheduleRow).order_by(ScheduleRow.id.desc()).limit(limit)
+            query = (
+                select(ScheduleRow)
+                .where(*self._same_series(ScheduleRow))
+                .order_by(ScheduleRow.id.desc())
+                .limit(limit)
+            )
             if operator is not None:
                 query = query.join(WorkloadRow, WorkloadRow.id == ScheduleRow.workload_id).where(
                     WorkloadRow.operator == operator

@@ -9,10 +9,11 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from schedules_db import Store, make_engine, upgrade_schema
-from service.api import catalog, jobs, schedules, workers
+from service.api import catalog, interchange, jobs, schedules, workers, workloads
 from service.jobqueue import JobQueue
 from service.reaper import Reaper
 from service.settings import Settings
+from tuning.targets import current_tvm_series
 
 log = logging.getLogger("tunehub.api")
 
@@ -30,7 +31,7 @@ def create_app(settings: Settings | None = None, run_reaper: bool = True) -> Fas
         engine = make_engine(settings.store_url)
         upgrade_schema(engine)
         app.state.settings = settings
-        app.state.store = Store(engine)
+        app.state.store = Store(engine, tvm_series=current_tvm_series())
         app.state.queue = JobQueue(settings)
         settings.artifacts.mkdir(parents=True, exist_ok=True)
         reaper = Reaper(app.state.store, app.state.queue, settings) if run_reaper else None
@@ -50,7 +51,14 @@ def create_app(settings: Settings | None = None, run_reaper: bool = True) -> Fas
         description="Shared auto-tuning for Apache TVM: submit jobs, fetch tuned schedules.",
         lifespan=lifespan,
     )
-    for router in (jobs.router, schedules.router, catalog.router, workers.router):
+    for router in (
+        jobs.router,
+        schedules.router,
+        workloads.router,
+        interchange.router,
+        catalog.router,
+        workers.router,
+    ):
         app.include_router(router, prefix="/api/v1")
 
     @app.get("/healthz", tags=["health"])

@@ -193,6 +193,33 @@ def cmd_workers(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    """Write a target's records as a MetaSchedule JSON database folder."""
+    with TunehubClient(args.server) as client:
+        summary = client.export_database(args.target, args.directory)
+    print(
+        f"{args.directory}: {summary['workloads']} workloads, {summary['records']} records "
+        f"for {summary['target']['label']} (TVM {summary['tvm_series']})"
+    )
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    """Send a MetaSchedule JSON database folder measured on --target."""
+    target: Any = args.target
+    if target.strip().startswith("{"):
+        target = json.loads(target)
+    with TunehubClient(args.server) as client:
+        summary = client.import_database(args.directory, target)
+    jobs = ", ".join(str(j["id"]) for j in summary["jobs"]) or "none"
+    print(
+        f"{summary['workloads']} workloads, {summary['records_added']} new records "
+        f"({summary['records_known']} known) for {summary['target']['label']}; "
+        f"verification jobs: {jobs}"
+    )
+    return 0
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     """Print a job as JSON."""
     with TunehubClient(args.server) as client:
@@ -324,6 +351,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--schedule", action="store_true", help="fetch the schedule JSON instead")
     server_option(p)
     p.set_defaults(func=cmd_fetch)
+
+    p = sub.add_parser("export", help="write a target's records as a MetaSchedule JSONDatabase")
+    p.add_argument("directory")
+    p.add_argument("--target", required=True, help="key, label, 'host' or JSON")
+    server_option(p)
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("import", help="load a MetaSchedule JSONDatabase folder for a target")
+    p.add_argument("directory")
+    p.add_argument("--target", required=True, help="what it was measured on: 'host', label, JSON")
+    server_option(p)
+    p.set_defaults(func=cmd_import)
 
     p = sub.add_parser("workers", help="list the worker fleet")
     server_option(p)

@@ -13,6 +13,8 @@ from typing import Any
 import httpx
 
 DEFAULT_URL = "http://127.0.0.1:8000"
+WORKLOAD_FILE = "database_workload.json"  # the two files of a MetaSchedule JSONDatabase
+RECORD_FILE = "database_tuning_record.json"
 FINAL_STATES = ("succeeded", "failed", "cancelled")
 
 
@@ -209,6 +211,25 @@ class TunehubClient:
     def operators(self) -> list[dict[str, Any]]:
         """The operator catalog with parameter schemas."""
         return self._json(self.http.get("/operators"))
+
+    def export_database(self, target: str, directory: str | Path) -> dict[str, Any]:
+        """Write the target's records as a MetaSchedule JSON database into ``directory``
+        (`database_workload.json`, `database_tuning_record.json`); returns the summary."""
+        answer = self._json(self.http.get("/export", params={"target": target}))
+        folder = Path(directory)
+        folder.mkdir(parents=True, exist_ok=True)
+        for name in (WORKLOAD_FILE, RECORD_FILE):
+            (folder / name).write_text(answer.pop(name))
+        return answer
+
+    def import_database(self, directory: str | Path, target: str | dict[str, Any]) -> dict:
+        """Send a MetaSchedule JSON database folder measured on ``target``; the service stores
+        it and queues the verification of each workload's best. Returns the summary."""
+        folder = Path(directory)
+        body = {"target": target}
+        for name in (WORKLOAD_FILE, RECORD_FILE):
+            body[name] = (folder / name).read_text()
+        return self._json(self.http.post("/import", json=body, timeout=600))
 
     def workers(self) -> list[dict[str, Any]]:
         """The worker fleet: live, stale and stopped workers with their targets and hardware."""

@@ -139,11 +139,11 @@ def run_worker(
     from schedules_db import Store, make_engine, upgrade_schema
     from tuning.intrinsics import load_tensor_intrinsics
     from tuning.job_runner import WorkerContext
-    from tuning.targets import HOST, host_fingerprint, resolve_target
+    from tuning.targets import HOST, current_tvm_series, host_fingerprint, resolve_target
 
     engine = make_engine(settings.store_url)
     upgrade_schema(engine)
-    store = Store(engine)
+    store = Store(engine, tvm_series=current_tvm_series())
     queues, target_ids = [], []
     machine = host_fingerprint()
     for spec in target_specs:

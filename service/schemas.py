@@ -141,7 +141,11 @@ def schedule_json(
         "trials": row.trials,
         "max_abs_error": row.max_abs_error,
         "record_id": row.record_id,
+        # True when no tuned candidate beat the plain (unscheduled) function: it is served.
+        "plain_function": row.record_id is None,
         "tvm_version": record.tvm_version if record else None,
+        # What the schedule is keyed by: it is only ever served for this exact triple.
+        "key": {"workload": workload.shash, "target": target.key, "tvm_series": row.tvm_series},
         "job_id": row.job_id,
         "created_at": iso(row.created_at),
         "updated_at": iso(row.updated_at),
@@ -153,6 +157,6 @@ def schedule_json(
         },
     }
     if detail:
-        body["trace"] = json.loads(record.trace_json) if record else None
+        body["trace"] = json.loads(record.trace_json) if record else [[], []]
         body["tir"] = row.tir
     return body

@@ -25,6 +25,7 @@ from tuning.catalog import get_operator
 from tuning.catalog.dtypes import random_operand, widen_tolerance
 from tuning.devices import Measurer, RpcSpec
 from tuning.search import BatchReport, SearchCancelled, run_search
+from tuning.targets import current_tvm_series
 from tuning.verify import (
     VerificationError,
     apply_trace,
@@ -167,11 +168,12 @@ def _tune_and_publish(
     target = Target(json.loads(target_row.canonical_json))
     mod = load_mod(workload.mod_json)
     database = StoreDatabase(store, target_row.id, job_id)
-    # A job taken over from a lost worker resumes: what it already measured is in the store,
-    # seeds the search's population (top-k) and counts against its budget.
-    already = store.count_records(target_row.id, workload.id, job_id)
+    # Budgets are totals per (workload, target, TVM series): what is stored already (from
+    # earlier jobs, or from this one before its worker was lost) seeds the search's population
+    # (top-k), is not measured again, and counts against the budget.
+    already = store.count_records(target_row.id, workload.id)
     if already:
-        log.info("job %s: resuming with %d trials already measured", job_id, already)
+        log.info("job %s: continuing from %d stored trials", job_id, already)
 
     def on_batch(report: BatchReport) -> None:
         if heartbeat.lost:
@@ -217,9 +219,7 @@ def _verify_and_publish(
     measurer = ctx.measurer_for(target_row.kind)
     with measurer.session() as session:
         untuned = session.load(build_library(mod, target, work_dir / "untuned.so"))
-        untuned_time = time_module(
-            untuned.module, untuned.device, specs, repeat=3, min_repeat_ms=50
-        )
+        untuned_time = time_module(untuned.module, untuned.device, specs)
         reference = _Reference(workload, untuned.module, untuned.device, func)
         failures: list[str] = []
         verified: list[tuple[float, Any, Any, float, Path]] = []
@@ -237,19 +237,31 @@ def _verify_and_publish(
                 continue
             latency = time_module(loaded.module, loaded.device, specs).median_us
             verified.append((latency, record, scheduled, error, path))
-    if not verified:
-        detail = "; ".join(failures) or "no candidate was measured successfully"
-        raise VerificationError(f"no candidate passed verification: {detail}")
+        if not verified:
+            detail = "; ".join(failures) or "no candidate was measured successfully"
+            raise VerificationError(f"no candidate passed verification: {detail}")
+        # The plain function competes too, timed like the candidates (before and after them):
+        # on tiny kernels a short search may find nothing faster (threads cost more than they
+        # save), and nothing slower than the plain function is ever served.
+        untuned_after = time_module(untuned.module, untuned.device, specs).median_us
+        untuned_us = (untuned_time.median_us + untuned_after) / 2
+        untuned_error = reference.check(untuned.module)
     latency, record, scheduled, error, path = min(verified, key=lambda item: item[0])
+    if untuned_us < latency:
+        log.info("job %s: the plain function (%.2f us) beat every candidate (%.2f us)",
+                 job_id, untuned_us, latency)  # fmt: skip
+        latency, record, scheduled, error = untuned_us, None, mod, untuned_error
+        path = work_dir / "untuned.so"
     artifact = publish(ctx.artifact_dir, path)
     new = NewSchedule(
-        record_id=record.id,
+        record_id=record.id if record is not None else None,
         latency_us=latency,
-        untuned_latency_us=untuned_time.median_us,
+        untuned_latency_us=untuned_us,
         max_abs_error=error,
         tir=scheduled.script(),
         artifact_sha256=artifact.sha256,
         artifact_size=artifact.size,
         artifact_path=artifact.relpath,
+        tvm_series=current_tvm_series(),
     )
     return store.finish_job(job_id, ctx.worker_name, new)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tuning.builder import make_builder
+from tuning.intrinsics import load_tensor_intrinsics
 from tuning.targets import physical_cores
 
 log = logging.getLogger("tunehub.search")
@@ -130,6 +131,9 @@ def run_search(
     from tvm.s_tir.meta_schedule.measure_callback import MeasureCallback
     from tvm.s_tir.meta_schedule.tune import tune_tasks
 
+    # The schedule rules look tensor intrinsics up by name: register the families this target
+    # can use (a no-op after the first time; see tuning.intrinsics).
+    load_tensor_intrinsics([dict(target.export())])
     cores = num_cores or physical_cores()
     context = TuneContext(
         mod=mod,

@@ -152,3 +152,13 @@ def device_for(kind: str) -> Any:
     if kind == "rocm":
         return tvm.rocm(0)
     raise TargetError(f"no local device for target kind {kind!r}")
+
+
+def current_tvm_series() -> str:
+    """The TVM series (major.minor) of this process: the part of a record's key that says which
+    TVM may replay it."""
+    import tvm
+
+    from schedules_db.store import tvm_series
+
+    return tvm_series(tvm.__version__)

@@ -36,7 +36,7 @@ def render(request: Request, row: Any, detail: bool) -> dict[str, Any]:
         store.get_workload(row.workload_id),
         store.get_target(row.target_id),
         store.get_artifact(row.artifact_id),
-        store.get_record(row.record_id) if detail else None,
+        store.get_record(row.record_id) if detail and row.record_id is not None else None,
         detail,
     )
 

@@ -189,11 +189,26 @@ def test_cache_hit_and_schedule_download_without_any_worker(
 
         detail = client.get(f"/schedules/{job['schedule_id']}").json()
         assert detail["trace"] and "T.prim_func" in detail["tir"]
-        assert detail["speedup_vs_untuned"] > 1
+        assert detail["speedup_vs_untuned"] >= 1
         assert detail["gflops"] == pytest.approx(
             detail["workload"]["flop"] / detail["latency_us"] / 1e3
         )
         assert detail["trials"] == 8 and detail["max_abs_error"] < 1e-4
+        # The key it is served under, and the workload's bests per target side by side.
+        from tuning.targets import current_tvm_series
+
+        assert detail["key"] == {
+            "workload": detail["workload"]["structural_hash"],
+            "target": detail["target"]["key"],
+            "tvm_series": current_tvm_series(),
+        }
+        compare = client.get(f"/workloads/{detail['workload']['id']}").json()
+        assert [t["best"]["id"] for t in compare["targets"]] == [detail["id"]]
+        assert compare["targets"][0]["records"] >= 8
+        assert compare["targets"][0]["fastest_measured_us"] > 0
+        assert client.get("/workloads/999999").status_code == 404
+        listed_workloads = client.get("/workloads", params={"operator": "matmul"}).json()
+        assert detail["workload"]["id"] in [w["id"] for w in listed_workloads]
 
         response = client.get(detail["artifact"]["url"].removeprefix("/api/v1"))
         assert response.status_code == 200

@@ -1,0 +1,164 @@
+"""``/api/v1/export`` and ``/api/v1/import``: plain MetaSchedule JSON databases in and out.
+
+Export writes what `ms.database.JSONDatabase` opens (and `compile_tir` applies) for one target.
+Import takes such a database for a target, stores its workloads and records (the modules are
+parsed only in the limited child process of `tuning.tir_sandbox`), and queues one job per
+workload whose budget is already covered by the imported records: the target's worker then
+skips the search and verifies the best against the reference before it can be served.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from fastapi import APIRouter, Query, Request
+from pydantic import BaseModel, ConfigDict, Field
+
+from schedules_db.store import JobState, NewRecord
+from service.api.jobs import _resolve_job_target
+from service.api.schedules import _target_id
+from service.errors import invalid, not_found
+from service.jobqueue import queue_name
+from tuning.interchange import (
+    RECORD_FILE,
+    WORKLOAD_FILE,
+    InterchangeError,
+    decode_record_line,
+    decode_workload_line,
+    encode_record_line,
+    encode_workload_line,
+    split_lines,
+)
+from tuning.targets import HOST, host_fingerprint
+from tuning.tir_sandbox import TirRejected, parse_untrusted
+
+router = APIRouter(tags=["interchange"])
+log = logging.getLogger("tunehub.api")
+
+MAX_WORKLOADS = 200
+MAX_RECORDS = 200_000
+
+
+class ImportBody(BaseModel):
+    """A MetaSchedule JSON database (both files' text) measured on ``target``."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    target: str | dict[str, Any] = Field(description='"host", a label/key, or a JSON target')
+    workloads: str = Field(alias=WORKLOAD_FILE, max_length=64 * 2**20)
+    records: str = Field(alias=RECORD_FILE, max_length=256 * 2**20)
+
+
+@router.get("/export")
+def export_database(
+    request: Request, target: str = Query(description="key, label, 'host' or JSON")
+) -> dict[str, Any]:
+    """The target's successful records as the two files of a MetaSchedule JSON database."""
+    store = request.app.state.store
+    target_id = _target_id(request, target)
+    if target_id is None:
+        raise not_found("target", target)
+    target_row = store.get_target(target_id)
+    canonical = json.loads(target_row.canonical_json)
+    index: dict[int, int] = {}
+    workload_lines, record_lines = [], []
+    for row in store.records(target_id):
+        if row.mean_run_us is None:
+            continue
+        if row.workload_id not in index:
+            workload = store.get_workload(row.workload_id)
+            index[row.workload_id] = len(workload_lines)
+            workload_lines.append(encode_workload_line(workload.shash, workload.mod_json))
+        record_lines.append(
+            encode_record_line(
+                index[row.workload_id], row.trace_json, row.run_secs, canonical, row.args_info
+            )
+        )
+    return {
+        "target": {"key": target_row.key, "label": target_row.label, "canonical": canonical},
+        "tvm_series": store.series,
+        "workloads": len(workload_lines),
+        "records": len(record_lines),
+        WORKLOAD_FILE: "".join(line + "\n" for line in workload_lines),
+        RECORD_FILE: "".join(line + "\n" for line in record_lines),
+    }
+
+
+@router.post("/import", status_code=201)
+def import_database(body: ImportBody, request: Request) -> dict[str, Any]:
+    """Store a JSON database's workloads and records for ``target`` and queue the verification
+    of each workload's best. Any bad line is a 422 naming the file and line; nothing is written
+    then."""
+    import tvm
+
+    state = request.app.state
+    store = state.store
+    target = _resolve_job_target(body.target, store)
+    workload_lines = split_lines(body.workloads)
+    record_lines = split_lines(body.records)
+    if not workload_lines or len(workload_lines) > MAX_WORKLOADS:
+        raise invalid(
+            ("body", WORKLOAD_FILE),
+            f"expected 1 to {MAX_WORKLOADS} workloads, got {len(workload_lines)}",
+            "invalid_database",
+        )
+    if len(record_lines) > MAX_RECORDS:
+        raise invalid(("body", RECORD_FILE), f"more than {MAX_RECORDS} records", "invalid_database")
+    parsed = []
+    try:
+        records = [decode_record_line(line, n, len(workload_lines)) for n, line in record_lines]
+        for n, line in workload_lines:
+            _, mod_json = decode_workload_line(line, n)
+            try:
+                parsed.append(parse_untrusted("json", mod_json))
+            except TirRejected as err:
+                raise InterchangeError(f"{WORKLOAD_FILE} line {n}: {err}") from None
+    except InterchangeError as err:
+        field = RECORD_FILE if str(err).startswith(RECORD_FILE) else WORKLOAD_FILE
+        raise invalid(("body", field), str(err), "invalid_database") from None
+
+    fingerprint = host_fingerprint() if body.target == HOST else {}
+    target_row = store.get_or_create_target(
+        target.canonical, target.kind, target.label, fingerprint
+    )
+    workload_ids = [
+        store.get_or_create_workload(p.shash, p.mod_json, None, {}, p.flop).id for p in parsed
+    ]
+    added = 0
+    for record in records:
+        added += store.add_record(
+            workload_ids[record.workload_index],
+            target_row.id,
+            None,
+            NewRecord(
+                trace_json=json.dumps(record.trace),
+                run_secs=record.run_secs,
+                args_info=record.args_info,
+                tvm_version=tvm.__version__,  # proven (or not) by the verification job
+            ),
+        )
+    jobs = []
+    for workload_id in dict.fromkeys(workload_ids):
+        measured = store.count_records(target_row.id, workload_id)
+        pending = store.unfinished_job(workload_id, target_row.id)
+        if not measured or pending is not None:  # a job that will see these records exists
+            if pending is not None:
+                jobs.append({"id": pending.id, "workload_id": workload_id, "state": pending.state})
+            continue
+        job = store.create_job(
+            workload_id, target_row.id, measured, queue_name(target_row.key), "import"
+        )
+        if job.state == JobState.QUEUED.value:
+            try:
+                store.mark_enqueued(job.id, state.queue.enqueue(job.id, job.queue))
+            except Exception:  # the broker is down: the reaper sends it later
+                log.exception("could not enqueue import job %s", job.id)
+        jobs.append({"id": job.id, "workload_id": workload_id, "state": job.state})
+    return {
+        "target": {"key": target_row.key, "label": target_row.label},
+        "workloads": len(set(workload_ids)),
+        "records_added": added,
+        "records_known": len(records) - added,
+        "jobs": jobs,
+    }

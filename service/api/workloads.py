@@ -1,0 +1,50 @@
+"""``/api/v1/workloads``: what has been tuned, and its best on every target side by side."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Query, Request
+
+from service.api.schedules import render
+from service.errors import not_found
+from service.schemas import target_json, workload_json
+
+router = APIRouter(prefix="/workloads", tags=["workloads"])
+
+
+@router.get("")
+def list_workloads(
+    request: Request,
+    operator: str | None = Query(default=None),
+    limit: int = Query(default=100, ge=1, le=1000),
+) -> list[dict[str, Any]]:
+    """Workloads (by structural hash), newest first."""
+    return [workload_json(w) for w in request.app.state.store.list_workloads(operator, limit)]
+
+
+@router.get("/{workload_id}")
+def get_workload(workload_id: int, request: Request) -> dict[str, Any]:
+    """One workload and, per target it was measured on, the stored records and the verified best
+    (fastest first; targets without a verified best last)."""
+    store = request.app.state.store
+    workload = store.get_workload(workload_id)
+    if workload is None:
+        raise not_found("workload", workload_id)
+    stats = store.record_stats_by_target(workload_id)
+    targets = []
+    for target_id in set(stats) | {
+        s.target_id for s in store.list_schedules(workload_id=workload_id)
+    }:
+        best = store.best_schedule(workload_id, target_id)
+        records, fastest = stats.get(target_id, (0, None))
+        targets.append(
+            {
+                "target": target_json(store.get_target(target_id)),
+                "records": records,
+                "fastest_measured_us": fastest,
+                "best": render(request, best, detail=False) if best else None,
+            }
+        )
+    targets.sort(key=lambda t: (t["best"] is None, t["best"]["latency_us"] if t["best"] else 0))
+    return {**workload_json(workload), "targets": targets}
