@@ -240,6 +240,7 @@ class Store:
         queue: str,
         submitted_by: str | None = None,
         priority: int = 0,
+        transfer_cost_model: bool = True,
     ) -> JobRow:
         """Create a job. If a verified best already covers ``trials`` the job is born succeeded
         with ``cache_hit=True`` and no worker is involved; otherwise it is `queued`."""
@@ -259,6 +260,7 @@ class Store:
                 queue=queue,
                 submitted_by=submitted_by,
                 priority=priority,
+                transfer_cost_model=transfer_cost_model,
                 created_at=now,
             )
             if best is not None and best.trials >= trials:
@@ -455,6 +457,11 @@ class Store:
                 )
             ).all()
         return {target_id for row in rows for target_id in row.target_ids}
+
+    def set_cost_model(self, job_id: int, worker: str, name: str | None) -> None:
+        """Record which transferred cost model the owner's search started from."""
+        with self.session() as s:
+            s.execute(update(JobRow).where(*self._owned(job_id, worker)).values(cost_model=name))
 
     def heartbeat(self, job_id: int, worker: str) -> bool:
         """Refresh the owner's heartbeat; False if ``worker`` no longer owns the running job."""

@@ -44,6 +44,10 @@ class JobCreate(BaseModel):
     priority: Annotated[int, Field(strict=True, ge=-100, le=100)] = Field(
         default=0, description="higher runs first on its target; equal priorities share fairly"
     )
+    transfer_cost_model: bool = Field(
+        default=True,
+        description="start from the target's cost model trained on all its stored records",
+    )
 
     @model_validator(mode="after")
     def _one_workload(self) -> JobCreate:
@@ -113,6 +117,8 @@ def job_json(job: JobRow, workload: WorkloadRow, target: TargetRow) -> dict[str,
         "error": job.error,
         "submitted_by": job.submitted_by,
         "priority": job.priority,
+        "transfer_cost_model": job.transfer_cost_model,
+        "cost_model": job.cost_model,
         "waiting_for": None,
         "created_at": iso(job.created_at),
         "started_at": iso(job.started_at),

@@ -190,6 +190,9 @@ def _tune_and_publish(
         )
 
     if job.trials > already:
+        cost_model_path = None
+        if job.transfer_cost_model:
+            cost_model_path = _transferred_model(ctx, job_id, target_row, target)
         run_search(
             mod,
             target,
@@ -200,8 +203,28 @@ def _tune_and_publish(
             num_trials_per_iter=ctx.num_trials_per_iter,
             seed=ctx.seed,
             runner=ctx.measurer_for(target_row.kind).runner(),
+            cost_model_path=cost_model_path,
         )
     return _verify_and_publish(ctx, job_id, workload, target_row, target, mod, work_dir)
+
+
+def _transferred_model(ctx: WorkerContext, job_id: int, target_row: Any, target: Any) -> Any:
+    """The target's transferred cost model (retrained first when enough records arrived), or
+    None: too few records yet, or training failed (the search then starts cold)."""
+    from tuning.cost_model import refresh
+    from tuning.targets import physical_cores
+
+    try:
+        path = refresh(
+            ctx.store, target_row.id, target_row.key, target, ctx.artifact_dir, physical_cores()
+        )
+    except Exception:  # noqa: BLE001 - a model is an optimisation, never a reason to fail
+        log.exception("job %s: cost model transfer failed; starting cold", job_id)
+        return None
+    if path is not None:
+        ctx.store.set_cost_model(job_id, ctx.worker_name, path.name)
+        log.info("job %s: starting from cost model %s", job_id, path.name)
+    return path
 
 
 def _verify_and_publish(

@@ -7,6 +7,7 @@ import logging
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from tuning.builder import make_builder
@@ -119,12 +120,15 @@ def run_search(
     seed: int | None = None,
     num_cores: int | None = None,
     runner: Any | None = None,
+    cost_model_path: Path | None = None,
 ) -> None:
     """Tune ``mod`` (one PrimFunc "main") for ``trials`` measured candidates.
 
     Every measured candidate is committed to ``database`` by MetaSchedule's default callbacks
     before ``on_batch`` sees the batch. ``on_batch`` may raise `SearchCancelled` to stop.
     ``runner`` measures candidates (default: a `LocalRunner`; an `RPCRunner` for remote devices).
+    ``cost_model_path``: a saved `XGBModel` to start from (`tuning.cost_model`) instead of an
+    untrained one.
     """
     from tvm.s_tir.meta_schedule import TuneContext
     from tvm.s_tir.meta_schedule.cost_model import XGBModel
@@ -146,6 +150,9 @@ def run_search(
         logger=logging.getLogger("tunehub.metaschedule"),
     ).clone()
     builder = make_builder(max_workers=cores)
+    cost_model = XGBModel(num_tuning_cores=cores)
+    if cost_model_path is not None:
+        cost_model.load(str(cost_model_path))
     runner = runner if runner is not None else make_runner()
     stop = _Stop()
     callbacks = list(MeasureCallback.create("default")) + [_progress_callback(on_batch, stop)]
@@ -160,7 +167,7 @@ def run_search(
             builder=builder,
             runner=runner,
             database=database,
-            cost_model=XGBModel(num_tuning_cores=cores),
+            cost_model=cost_model,
             measure_callbacks=callbacks,
             task_scheduler="round-robin",
         )

@@ -76,6 +76,7 @@ def create_job(body: JobCreate, request: Request) -> dict[str, Any]:
         queue_name(target_row.key),
         body.submitted_by,
         body.priority,
+        body.transfer_cost_model,
     )
     if job.state == JobState.QUEUED.value:
         try:

@@ -1,0 +1,139 @@
+"""Warm start: does a cost model transferred from other shapes make a new search converge faster?
+
+Populates a store by tuning a family of matmul shapes (transfer off), then tunes a held-out
+shape twice per repeat from a copy of that store, same seed and budget: cold (an untrained
+XGBoost model, MetaSchedule's default) and warm (the target's model trained on all stored
+records, `tuning.cost_model`). Prints, per repeat, the trials each needed to reach 95% of the cold
+run's best performance (latency <= cold best / 0.95), and the warm/cold ratio. Jobs run through
+tunehub's job runner in this process, as a worker would run them.
+
+    .venv/bin/python bench/warm_start.py [--populate-trials 64] [--trials 64] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+FAMILY = [(128, 128, 128), (256, 128, 128), (128, 256, 64), (192, 128, 256), (96, 192, 160)]
+HELD_OUT = (160, 192, 128)
+
+
+def _open(path: Path):  # noqa: ANN202
+    from schedules_db import Store, make_engine, upgrade_schema
+    from tuning.targets import current_tvm_series
+
+    engine = make_engine(f"sqlite:///{path}")
+    upgrade_schema(engine)
+    return engine, Store(engine, tvm_series=current_tvm_series())
+
+
+def _job(store, shape, trials: int, transfer: bool) -> int:  # noqa: ANN001
+    from tuning.catalog import get_operator
+    from tuning.targets import resolve_target
+    from tuning.workload import catalog_workload
+
+    m, n, k = shape
+    spec = catalog_workload("matmul", get_operator("matmul").Params(M=m, N=n, K=k))
+    host = resolve_target("host")
+    tid = store.get_or_create_target(host.canonical, host.kind, host.label, {}).id
+    wid = store.get_or_create_workload(spec.shash, spec.mod_json, "matmul", spec.params, 1.0).id
+    return store.create_job(wid, tid, trials, "bench", transfer_cost_model=transfer).id
+
+
+def _curve(store, job_id: int) -> list[float]:  # noqa: ANN001
+    """Best latency after each measured trial, in measurement order."""
+    job = store.get_job(job_id)
+    best, curve = float("inf"), []
+    for row in store.records(job.target_id, job.workload_id, job_id):
+        if row.mean_run_us is not None:
+            best = min(best, row.mean_run_us)
+        curve.append(best)
+    return curve
+
+
+def _trials_to(curve: list[float], threshold_us: float) -> int | None:
+    return next((i + 1 for i, us in enumerate(curve) if us <= threshold_us), None)
+
+
+def main() -> int:
+    """Populate, then tune the held-out shape cold and warm per repeat; print the table."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--populate-trials", type=int, default=64)
+    parser.add_argument("--trials", type=int, default=64)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--batch", type=int, default=8, help="candidates per measured batch")
+    args = parser.parse_args()
+
+    from tuning.job_runner import WorkerContext, run_job
+
+    work = Path(tempfile.mkdtemp(prefix="tunehub-warm-"))
+    base = work / "populated.db"
+    engine, store = _open(base)
+    context = WorkerContext(store, work / "artifacts", "bench", num_trials_per_iter=args.batch)
+    started = time.monotonic()
+    for shape in FAMILY:
+        job = _job(store, shape, args.populate_trials, transfer=False)
+        assert run_job(context, job) == "succeeded", store.get_job(job).error
+    print(f"populated {len(FAMILY)} shapes x {args.populate_trials} trials "
+          f"({store.count_records(1)} records) in {time.monotonic() - started:.0f} s")  # fmt: skip
+    engine.dispose()
+
+    rows = []
+    for repeat in range(args.repeats):
+        curves = {}
+        for mode in ("cold", "warm"):
+            db = work / f"{mode}-{repeat}.db"
+            shutil.copy(base, db)
+            engine, store = _open(db)
+            ctx = WorkerContext(
+                store, work / f"artifacts-{mode}-{repeat}", "bench",
+                num_trials_per_iter=args.batch, seed=1000 + repeat,
+            )  # fmt: skip
+            # The warm side trains the target's model from the populated records.
+            shutil.copytree(work / "artifacts", ctx.artifact_dir, dirs_exist_ok=True)
+            job = _job(store, HELD_OUT, args.trials, transfer=(mode == "warm"))
+            assert run_job(ctx, job) == "succeeded", store.get_job(job).error
+            if mode == "warm":
+                assert store.get_job(job).cost_model, "the warm run found no cost model"
+            curves[mode] = _curve(store, job)
+            engine.dispose()
+        threshold = min(curves["cold"]) / 0.95
+        cold_n = _trials_to(curves["cold"], threshold)
+        warm_n = _trials_to(curves["warm"], threshold)
+        rows.append((repeat, min(curves["cold"]), min(curves["warm"]), cold_n, warm_n))
+        print(
+            f"repeat {repeat}: cold best {min(curves['cold']):.1f} us in {cold_n} trials, "
+            f"warm best {min(curves['warm']):.1f} us, reached 95% in {warm_n}",
+            flush=True,
+        )
+
+    print()
+    print(f"held-out matmul {HELD_OUT}, {args.trials} trials, batches of {args.batch}; "
+          f"family {FAMILY} x {args.populate_trials}")  # fmt: skip
+    print(f"{'repeat':>6} {'cold best us':>12} {'warm best us':>12} {'cold trials':>11} "
+          f"{'warm trials':>11} {'warm/cold':>9}")  # fmt: skip
+    ratios = []
+    for repeat, cold_best, warm_best, cold_n, warm_n in rows:
+        ratio = (warm_n / cold_n) if (warm_n and cold_n) else None
+        if ratio is not None:
+            ratios.append(ratio)
+        print(f"{repeat:>6} {cold_best:>12.1f} {warm_best:>12.1f} {cold_n or '-':>11} "
+              f"{warm_n if warm_n else '>' + str(args.trials):>11} "
+              f"{(f'{ratio:.2f}x') if ratio is not None else '-':>9}")  # fmt: skip
+    if ratios:
+        print(f"\nmedian warm/cold trials to 95% of the cold best: {statistics.median(ratios):.2f}x"
+              " (goal <= 0.25x)")  # fmt: skip
+    shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
