@@ -127,12 +127,15 @@ def _progress_line(job: dict[str, Any]) -> str:
     return f"\r[{bar}] {done}/{total} trials  {best_text}  {job['state']:<9}"
 
 
+def _target_arg(text: str) -> str | dict[str, Any]:
+    """A --target value: a JSON object's text becomes the object; names pass through."""
+    return json.loads(text) if text.strip().startswith("{") else text
+
+
 def cmd_submit(args: argparse.Namespace) -> int:
     """Submit a job; with --wait, draw its progress and print the result."""
     params = dict(args.param or [])
-    target: Any = args.target
-    if target.strip().startswith("{"):
-        target = json.loads(target)
+    target = _target_arg(args.target)
     with TunehubClient(args.server) as client:
         who = {"priority": args.priority, "submitted_by": args.submitted_by}
         if args.tir:
@@ -206,11 +209,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_import(args: argparse.Namespace) -> int:
     """Send a MetaSchedule JSON database folder measured on --target."""
-    target: Any = args.target
-    if target.strip().startswith("{"):
-        target = json.loads(target)
     with TunehubClient(args.server) as client:
-        summary = client.import_database(args.directory, target)
+        summary = client.import_database(args.directory, _target_arg(args.target))
     jobs = ", ".join(str(j["id"]) for j in summary["jobs"]) or "none"
     print(
         f"{summary['workloads']} workloads, {summary['records_added']} new records "

@@ -69,14 +69,8 @@ class TunehubClient:
     ) -> dict[str, Any]:
         """Submit a tuning job; returns the job (already succeeded if it was a cache hit).
         ``target``: "host", a JSON target, or a target's key or label."""
-        body = {
-            "operator": {"name": operator, "params": params},
-            "target": target,
-            "trials": trials,
-            "priority": priority,
-            "submitted_by": submitted_by,
-        }
-        return self._json(self.http.post("/jobs", json=body))
+        workload = {"operator": {"name": operator, "params": params}}
+        return self._post_job(workload, target, trials, priority, submitted_by)
 
     def submit_tir(
         self,
@@ -88,8 +82,19 @@ class TunehubClient:
         submitted_by: str | None = None,
     ) -> dict[str, Any]:
         """Submit a raw TIR function (TVMScript text or TVM JSON) for tuning."""
+        workload = {"tir": {"format": fmt, "source": source}}
+        return self._post_job(workload, target, trials, priority, submitted_by)
+
+    def _post_job(
+        self,
+        workload: dict[str, Any],
+        target: str | dict[str, Any],
+        trials: int,
+        priority: int,
+        submitted_by: str | None,
+    ) -> dict[str, Any]:
         body = {
-            "tir": {"format": fmt, "source": source},
+            **workload,
             "target": target,
             "trials": trials,
             "priority": priority,

@@ -49,22 +49,26 @@ def _records(database_url: str, job_id: int) -> tuple[int, int]:
     return int(row[0]), int(row[1])
 
 
+def _fleet_settings(pg_database: str, data_dir: Path, **timing: float) -> Settings:
+    """PostgreSQL (emptied) + RabbitMQ, small batches, fast heartbeats, and ``timing``."""
+    reset_pg_schema(pg_database)
+    return Settings(
+        data_dir=data_dir,
+        database_url=pg_database,
+        broker_url=_amqp_url(),
+        num_trials_per_iter=4,
+        heartbeat_every_s=1,
+        requeue_after_s=20,
+        **timing,
+    )
+
+
 def _workers(client: httpx.Client) -> dict[str, dict]:
     return {w["name"]: w for w in client.get("/workers").json()}
 
 
 def test_routing_registry_and_recovery_from_kill_9(pg_database: str, tmp_path: Path) -> None:
-    reset_pg_schema(pg_database)
-    settings = Settings(
-        data_dir=tmp_path,
-        database_url=pg_database,
-        broker_url=_amqp_url(),
-        num_trials_per_iter=4,
-        stale_after_s=6,
-        heartbeat_every_s=1,
-        reaper_every_s=1,
-        requeue_after_s=20,
-    )
+    settings = _fleet_settings(pg_database, tmp_path, stale_after_s=6, reaper_every_s=1)
     host = resolve_target("host").canonical
     one_core = resolve_target({**host, "num-cores": 1})  # two llvm targets on this machine
     two_cores = resolve_target({**host, "num-cores": 2})
@@ -164,16 +168,7 @@ def _alive(pid: int) -> bool:
 
 
 def test_api_restart_mid_job_and_cancel_on_rabbitmq(pg_database: str, tmp_path: Path) -> None:
-    reset_pg_schema(pg_database)
-    settings = Settings(
-        data_dir=tmp_path,
-        database_url=pg_database,
-        broker_url=_amqp_url(),
-        num_trials_per_iter=4,
-        stale_after_s=30,
-        heartbeat_every_s=1,
-        reaper_every_s=2,
-    )
+    settings = _fleet_settings(pg_database, tmp_path, stale_after_s=30, reaper_every_s=2)
     env = _env(settings)
     port = free_port()
     url = f"http://127.0.0.1:{port}"

@@ -35,23 +35,23 @@ def test_a_bigger_budget_continues_from_the_stored_records(tmp_path: Path) -> No
         num_trials_per_iter=8,
     )  # fmt: skip
 
-    first = store.create_job(wid, tid, 8, "q")
+    first = store.create_job(wid, tid, 16, "q")
     assert run_job(context, first.id) == "succeeded"
     best_after_first = store.best_schedule(wid, tid)
-    assert best_after_first.trials == 8
+    assert best_after_first.trials == 16
 
     # Same budget again: a cache hit, no worker involved.
-    again = store.create_job(wid, tid, 8, "q")
+    again = store.create_job(wid, tid, 16, "q")
     assert again.cache_hit and again.schedule_id == best_after_first.id
 
-    more = store.create_job(wid, tid, 16, "q")
+    more = store.create_job(wid, tid, 32, "q")
     assert not more.cache_hit
     assert run_job(context, more.id) == "succeeded"
-    # Only the 8 missing candidates were measured, all of them new.
-    assert store.count_records(tid, wid, more.id) == 8
-    assert store.count_records(tid, wid) == 16
+    # Only the 16 missing candidates were measured, all of them new.
+    assert store.count_records(tid, wid, more.id) == 16
+    assert store.count_records(tid, wid) == 32
     best = store.best_schedule(wid, tid)
-    assert best.trials == 16 and store.get_job(more.id).trials_done == 16
+    assert best.trials == 32 and store.get_job(more.id).trials_done == 32
     assert best.latency_us <= best_after_first.latency_us
     engine.dispose()
 
