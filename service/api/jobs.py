@@ -28,19 +28,26 @@ router = APIRouter(prefix="/jobs", tags=["jobs"])
 log = logging.getLogger("tunehub.api")
 
 
-def render_job(request: Request, job: Any) -> dict[str, Any]:
+def render_job(request: Request, job: Any, live: set[int] | None = None) -> dict[str, Any]:
     """A job row with its workload and target, as JSON; a queued job whose target no live
-    worker serves says so in ``waiting_for``."""
+    worker serves says so in ``waiting_for`` (``live``: the served target ids, when the caller
+    renders many jobs)."""
     store = request.app.state.store
     target = store.get_target(job.target_id)
     body = job_json(job, store.get_workload(job.workload_id), target)
     if job.state == JobState.QUEUED.value:
-        stale_after = timedelta(seconds=request.app.state.settings.stale_after_s)
-        if job.target_id not in store.live_target_ids(stale_after):
+        if live is None:
+            live = _live_targets(request)
+        if job.target_id not in live:
             body["waiting_for"] = f"no live worker serves target {target.label} ({target.key})"
         else:
             body["waiting_for"] = "a free worker of this target"
     return body
+
+
+def _live_targets(request: Request) -> set[int]:
+    stale_after = timedelta(seconds=request.app.state.settings.stale_after_s)
+    return request.app.state.store.live_target_ids(stale_after)
 
 
 @router.post("", status_code=201)
@@ -152,7 +159,9 @@ def list_jobs(
     """Jobs, newest first."""
     if state is not None and state not in {s.value for s in JobState}:
         raise invalid(("query", "state"), f"unknown state {state!r}", "enum", state)
-    return [render_job(request, job) for job in request.app.state.store.list_jobs(state, limit)]
+    live = _live_targets(request)
+    jobs = request.app.state.store.list_jobs(state, limit)
+    return [render_job(request, job, live) for job in jobs]
 
 
 @router.get("/{job_id}")
