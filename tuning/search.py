@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tuning.builder import make_builder
+from tuning.devices import Measurer
 from tuning.intrinsics import load_tensor_intrinsics
 from tuning.targets import physical_cores
 
@@ -90,18 +91,6 @@ def _progress_callback(on_batch: OnBatch, stop: _Stop) -> Any:
     return ProgressCallback()
 
 
-def make_runner(timeout_sec: float = 60.0) -> Any:
-    """A `LocalRunner` with MetaSchedule's default evaluator settings (3 runs, >= 100 ms)."""
-    from tvm.s_tir.meta_schedule.runner import EvaluatorConfig, LocalRunner
-
-    return LocalRunner(
-        timeout_sec=timeout_sec,
-        evaluator_config=EvaluatorConfig(
-            number=3, repeat=1, min_repeat_ms=100, enable_cpu_cache_flush=False
-        ),
-    )
-
-
 def batch_size(trials: int, num_trials_per_iter: int) -> int:
     """Candidates per measured batch: at most ``num_trials_per_iter``, and small enough that a
     job reports progress (and can be cancelled) at least four times, but not below 8."""
@@ -153,7 +142,7 @@ def run_search(
     cost_model = XGBModel(num_tuning_cores=cores)
     if cost_model_path is not None:
         cost_model.load(str(cost_model_path))
-    runner = runner if runner is not None else make_runner()
+    runner = runner if runner is not None else Measurer(str(target.kind.name)).runner()
     stop = _Stop()
     callbacks = list(MeasureCallback.create("default")) + [_progress_callback(on_batch, stop)]
     try:

@@ -17,8 +17,8 @@ from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from schedules_db.store import JobState, NewRecord
-from service.api.jobs import _resolve_job_target
-from service.api.schedules import _target_id
+from service.api.jobs import resolve_job_target
+from service.api.schedules import target_id_of
 from service.errors import invalid, not_found
 from service.jobqueue import queue_name
 from tuning.interchange import (
@@ -56,7 +56,7 @@ def export_database(
 ) -> dict[str, Any]:
     """The target's successful records as the two files of a MetaSchedule JSON database."""
     store = request.app.state.store
-    target_id = _target_id(request, target)
+    target_id = target_id_of(request, target)
     if target_id is None:
         raise not_found("target", target)
     target_row = store.get_target(target_id)
@@ -94,7 +94,7 @@ def import_database(body: ImportBody, request: Request) -> dict[str, Any]:
 
     state = request.app.state
     store = state.store
-    target = _resolve_job_target(body.target, store)
+    target = resolve_job_target(body.target, store)
     workload_lines = split_lines(body.workloads)
     record_lines = split_lines(body.records)
     if not workload_lines or len(workload_lines) > MAX_WORKLOADS:

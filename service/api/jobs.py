@@ -65,7 +65,7 @@ def create_job(body: JobCreate, request: Request) -> dict[str, Any]:
             "less_than_equal",
             body.trials,
         )
-    target = _resolve_job_target(body.target, state.store)
+    target = resolve_job_target(body.target, state.store)
     workload = _tir_workload(body) if body.tir is not None else _catalog_workload(body)
 
     store = state.store
@@ -94,7 +94,7 @@ def create_job(body: JobCreate, request: Request) -> dict[str, Any]:
     return render_job(request, store.get_job(job.id))
 
 
-def _resolve_job_target(spec: str | dict[str, Any], store: Any) -> ResolvedTarget:
+def resolve_job_target(spec: str | dict[str, Any], store: Any) -> ResolvedTarget:
     """ "host", a JSON target, or the key or label of a target the store knows (as
     ``GET /targets`` lists them, e.g. ``znver4-2c``)."""
     if isinstance(spec, str) and spec != HOST and not spec.lstrip().startswith("{"):

@@ -15,7 +15,7 @@ from tuning.targets import TargetError, resolve_target
 router = APIRouter(prefix="/schedules", tags=["schedules"])
 
 
-def _target_id(request: Request, target: str) -> int | None:
+def target_id_of(request: Request, target: str) -> int | None:
     """The target id named by key, label, "host" or JSON; None if it is unknown here."""
     store = request.app.state.store
     row = store.find_target(target)
@@ -52,7 +52,7 @@ def list_schedules(
     """Verified best schedules, newest first."""
     target_id = None
     if target is not None:
-        target_id = _target_id(request, target)
+        target_id = target_id_of(request, target)
         if target_id is None:
             return []
     rows = request.app.state.store.list_schedules(operator, target_id, workload_id, limit)

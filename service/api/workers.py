@@ -20,7 +20,7 @@ def list_workers(request: Request) -> list[dict[str, Any]]:
     store = request.app.state.store
     stale_after = timedelta(seconds=request.app.state.settings.stale_after_s)
     now = utcnow()
-    labels = {row.id: (row.label, row.key) for row in store.list_targets()}
+    targets = {t.id: {"id": t.id, "label": t.label, "key": t.key} for t in store.list_targets()}
     workers = []
     for row in store.list_workers():
         beat = (
@@ -41,11 +41,7 @@ def list_workers(request: Request) -> list[dict[str, Any]]:
                 "pid": row.pid,
                 "status": status,
                 "targets": [
-                    {
-                        "id": tid,
-                        "label": labels.get(tid, ("?", "?"))[0],
-                        "key": labels.get(tid, ("?", "?"))[1],
-                    }
+                    targets.get(tid, {"id": tid, "label": "?", "key": "?"})
                     for tid in row.target_ids
                 ],
                 "fingerprint": row.fingerprint,
