@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import fcntl
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
+# Any fixed 64-bit number: the PostgreSQL advisory lock that serialises schema upgrades.
+MIGRATION_LOCK_KEY = 0x74756E6568756201  # "tunehub" + 1
 
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:  # noqa: ANN001 - DBAPI hook
@@ -35,13 +40,50 @@ def make_engine(url: str) -> Engine:
     return create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=10)
 
 
+@contextmanager
+def _sqlite_file_lock(engine: Engine) -> Iterator[None]:
+    """Hold an exclusive lock on a file beside a SQLite database (nothing for ``:memory:``).
+
+    pysqlite runs DDL outside a transaction, so two processes upgrading the same file at once
+    could both see an empty database; the file lock makes the second wait for the first.
+    """
+    database = engine.url.database
+    if not database or database == ":memory:":
+        yield
+        return
+    with open(f"{database}.migrate-lock", "a") as lock_file:
+        fcntl.flock(lock_file, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock_file, fcntl.LOCK_UN)
+
+
+def _lock_for_upgrade(connection: Connection) -> None:
+    """On PostgreSQL, wait for any other process's upgrade (the lock ends with the transaction)."""
+    if connection.dialect.name == "postgresql":
+        connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
+
+
 def upgrade_schema(engine: Engine) -> None:
-    """Apply every Alembic migration up to head on the engine's database (idempotent)."""
+    """Apply every Alembic migration up to head on the engine's database (idempotent).
+
+    Safe to call from many processes at once (the API, its reaper and every worker do on
+    start): upgrades are serialised by an advisory lock on PostgreSQL and a file lock on SQLite,
+    so the second caller finds the schema at head and does nothing.
+    """
     from alembic import command
     from alembic.config import Config
 
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
-    with engine.begin() as connection:
+    is_sqlite = engine.url.get_backend_name() == "sqlite"
+    with _sqlite_file_lock(engine) if is_sqlite else _no_lock(), engine.begin() as connection:
+        _lock_for_upgrade(connection)
         config.attributes["connection"] = connection
         command.upgrade(config, "head")
+
+
+@contextmanager
+def _no_lock() -> Iterator[None]:
+    yield
