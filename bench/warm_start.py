@@ -1,6 +1,7 @@
 """Warm start: does a cost model transferred from other shapes make a new search converge faster?
 
-Populates a store by tuning a family of matmul shapes (transfer off), then tunes a held-out
+Populates a store by tuning a family of shapes (transfer off: fp32 matmuls, or ResNet-style
+NHWC 3x3 conv layers scaled to this machine), then tunes a held-out
 shape twice per repeat from a copy of that store, same seed and budget: cold (an untrained
 XGBoost model, MetaSchedule's default) and warm (the target's model trained on all stored
 records, `tuning.cost_model`). Prints, per repeat, the trials each needed to reach 95% of the cold
@@ -8,7 +9,8 @@ run's best performance (latency <= cold best / 0.95), counted in whole measured 
 warm/cold ratio, and the trials warm needs to match the cold run's final best. Jobs run through
 tunehub's job runner in this process, as a worker would run them.
 
-    .venv/bin/python bench/warm_start.py [--populate-trials 64] [--trials 64] [--repeats 3]
+    .venv/bin/python bench/warm_start.py [--family matmul|conv2d] [--populate-trials 64]
+        [--trials 64] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -23,8 +25,28 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-FAMILY = [(128, 128, 128), (256, 128, 128), (128, 256, 64), (192, 128, 256), (96, 192, 160)]
-HELD_OUT = (160, 192, 128)
+# (M, N, K) matmuls.
+MATMULS = [(128, 128, 128), (256, 128, 128), (128, 256, 64), (192, 128, 256), (96, 192, 160)]
+MATMUL_HELD_OUT = (160, 192, 128)
+# (H=W, C, K) NHWC 3x3 pad-1 convolutions, batch 1: ResNet stage shapes with fewer channels.
+CONVS = [(28, 32, 32), (28, 32, 64), (14, 64, 64), (14, 64, 128), (7, 128, 128)]
+CONV_HELD_OUT = (14, 128, 64)
+FAMILIES = {"matmul": (MATMULS, MATMUL_HELD_OUT), "conv2d": (CONVS, CONV_HELD_OUT)}
+
+
+def _spec(family: str, shape: tuple[int, int, int]):  # noqa: ANN202
+    """A catalog workload: a matmul for (M, N, K), an NHWC 3x3 conv for (H=W, C, K)."""
+    from tuning.catalog import get_operator
+    from tuning.workload import catalog_workload
+
+    if family == "matmul":
+        m, n, k = shape
+        return "matmul", catalog_workload("matmul", get_operator("matmul").Params(M=m, N=n, K=k))
+    hw, c, k = shape
+    params = get_operator("conv2d").Params(
+        layout="NHWC", N=1, H=hw, W=hw, C=c, K=k, R=3, S=3, padding=1
+    )
+    return "conv2d", catalog_workload("conv2d", params)
 
 
 def _open(path: Path):  # noqa: ANN202
@@ -36,16 +58,13 @@ def _open(path: Path):  # noqa: ANN202
     return engine, Store(engine, tvm_series=current_tvm_series())
 
 
-def _job(store, shape, trials: int, transfer: bool) -> int:  # noqa: ANN001
-    from tuning.catalog import get_operator
+def _job(store, family: str, shape, trials: int, transfer: bool) -> int:  # noqa: ANN001
     from tuning.targets import resolve_target
-    from tuning.workload import catalog_workload
 
-    m, n, k = shape
-    spec = catalog_workload("matmul", get_operator("matmul").Params(M=m, N=n, K=k))
+    name, spec = _spec(family, shape)
     host = resolve_target("host")
     tid = store.get_or_create_target(host.canonical, host.kind, host.label, {}).id
-    wid = store.get_or_create_workload(spec.shash, spec.mod_json, "matmul", spec.params, 1.0).id
+    wid = store.get_or_create_workload(spec.shash, spec.mod_json, name, spec.params, 1.0).id
     return store.create_job(wid, tid, trials, "bench", transfer_cost_model=transfer).id
 
 
@@ -70,11 +89,13 @@ def _trials_to(curve: list[float], threshold_us: float, batch: int) -> int | Non
 def main() -> int:
     """Populate, then tune the held-out shape cold and warm per repeat; print the table."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--family", choices=sorted(FAMILIES), default="matmul")
     parser.add_argument("--populate-trials", type=int, default=64)
     parser.add_argument("--trials", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--batch", type=int, default=8, help="candidates per measured batch")
     args = parser.parse_args()
+    family, held_out = FAMILIES[args.family]
 
     from tuning.job_runner import WorkerContext, run_job
 
@@ -83,10 +104,10 @@ def main() -> int:
     engine, store = _open(base)
     context = WorkerContext(store, work / "artifacts", "bench", num_trials_per_iter=args.batch)
     started = time.monotonic()
-    for shape in FAMILY:
-        job = _job(store, shape, args.populate_trials, transfer=False)
+    for shape in family:
+        job = _job(store, args.family, shape, args.populate_trials, transfer=False)
         assert run_job(context, job) == "succeeded", store.get_job(job).error
-    print(f"populated {len(FAMILY)} shapes x {args.populate_trials} trials "
+    print(f"populated {len(family)} shapes x {args.populate_trials} trials "
           f"({store.count_records(1)} records) in {time.monotonic() - started:.0f} s")  # fmt: skip
     engine.dispose()
 
@@ -103,7 +124,7 @@ def main() -> int:
             )  # fmt: skip
             # The warm side trains the target's model from the populated records.
             shutil.copytree(work / "artifacts", ctx.artifact_dir, dirs_exist_ok=True)
-            job = _job(store, HELD_OUT, args.trials, transfer=(mode == "warm"))
+            job = _job(store, args.family, held_out, args.trials, transfer=(mode == "warm"))
             assert run_job(ctx, job) == "succeeded", store.get_job(job).error
             if mode == "warm":
                 assert store.get_job(job).cost_model, "the warm run found no cost model"
@@ -122,8 +143,8 @@ def main() -> int:
         )
 
     print()
-    print(f"held-out matmul {HELD_OUT}, {args.trials} trials, batches of {args.batch}; "
-          f"family {FAMILY} x {args.populate_trials}")  # fmt: skip
+    print(f"held-out {args.family} {held_out}, {args.trials} trials, batches of {args.batch}; "
+          f"family {family} x {args.populate_trials}")  # fmt: skip
     print(f"{'repeat':>6} {'cold best us':>12} {'warm best us':>12} {'cold trials':>11} "
           f"{'warm trials':>11} {'warm/cold':>9} {'warm to cold best':>17}")  # fmt: skip
     ratios = []

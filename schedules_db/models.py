@@ -89,6 +89,9 @@ class JobRow(Base):
         Boolean, nullable=False, default=True, server_default=true()
     )
     cost_model: Mapped[str | None] = mapped_column(String(255), nullable=True)  # the file used
+    # The search space: "plain" (MetaSchedule's default) or "packed" (constant operands' layout
+    # free, tiles for the vector width); see tuning.spaces.
+    space: Mapped[str] = mapped_column(String(16), nullable=False, server_default="plain")
     enqueued_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
@@ -119,6 +122,7 @@ class TuningRecordRow(Base):
     tvm_version: Mapped[str] = mapped_column(String(32), nullable=False)
     # major.minor of tvm_version: records of another series are never served (see store).
     tvm_series: Mapped[str] = mapped_column(String(16), nullable=False, server_default="")
+    space: Mapped[str] = mapped_column(String(16), nullable=False, server_default="plain")
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
@@ -156,6 +160,10 @@ class ScheduleRow(Base):
     max_abs_error: Mapped[float] = mapped_column(Float, nullable=False)
     tir: Mapped[str] = mapped_column(Text, nullable=False)
     job_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    space: Mapped[str] = mapped_column(String(16), nullable=False, server_default="plain")
+    # Parameters the artifact's ``main_packed`` takes pre-packed (tuning.packing.PackedParam
+    # JSON); null or [] when the best reads every operand as the user holds it.
+    packed_params: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 

@@ -57,11 +57,23 @@ def trace_from_text(text: str) -> Any:
 class StoreDatabase(PyDatabase):
     """MetaSchedule database whose records live in the tunehub store."""
 
-    def __init__(self, store: Store, target_id: int, job_id: int | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        target_id: int,
+        job_id: int | None = None,
+        space: str = "plain",
+        aliases: dict[str, int] | None = None,
+    ) -> None:
+        """``space``: the search space its records are stored under. ``aliases``: structural
+        hash -> workload id, for a module that is a stored workload searched in another space
+        (the packed space marks the weights layout-free, which changes the hash)."""
         super().__init__()
         self.store = store
         self.target_id = target_id
         self.job_id = job_id
+        self.space = space
+        self.aliases = dict(aliases or {})
         target_row = store.get_target(target_id)
         if target_row is None:
             raise ValueError(f"no target with id {target_id}")
@@ -75,7 +87,8 @@ class StoreDatabase(PyDatabase):
         cached = self._workloads.get(shash)
         if cached is not None:
             return cached
-        row = self.store.find_workload(shash)
+        alias = self.aliases.get(shash)
+        row = self.store.find_workload(shash) if alias is None else self.store.get_workload(alias)
         if row is None:
             if not create:
                 return None
@@ -111,6 +124,7 @@ class StoreDatabase(PyDatabase):
                 run_secs=run_secs,
                 args_info=_plain_json(raw_args),
                 tvm_version=tvm.__version__,
+                space=self.space,
             ),
         )
         self.new_records += int(added)

@@ -94,6 +94,7 @@ class NewRecord:
     run_secs: list[float]
     args_info: list[Any]
     tvm_version: str
+    space: str = "plain"  # the search space that produced it (tuning.spaces)
 
     @property
     def failed(self) -> bool:
@@ -123,6 +124,8 @@ class NewSchedule:
     artifact_path: str
     artifact_kind: str = "shared-library"
     tvm_series: str = ""
+    space: str = "plain"  # the space of the winning record ("plain" for the plain function)
+    packed_params: list[dict[str, Any]] | None = None  # see ScheduleRow.packed_params
 
 
 class Store:
@@ -241,9 +244,14 @@ class Store:
         submitted_by: str | None = None,
         priority: int = 0,
         transfer_cost_model: bool = True,
+        space: str = "plain",
+        space_must_match: bool = True,
     ) -> JobRow:
-        """Create a job. If a verified best already covers ``trials`` the job is born succeeded
-        with ``cache_hit=True`` and no worker is involved; otherwise it is `queued`."""
+        """Create a job. If a verified best already covers ``trials``, the job is born succeeded
+        with ``cache_hit=True`` and no worker is involved; otherwise it is `queued`. With
+        ``space_must_match`` a best found in another search space covers the job only if
+        ``trials`` records were measured in the job's ``space`` too (an explicit request to
+        search a space is not answered from the other one)."""
         now = utcnow()
         with self.session() as s:
             best = s.scalar(
@@ -261,9 +269,27 @@ class Store:
                 submitted_by=submitted_by,
                 priority=priority,
                 transfer_cost_model=transfer_cost_model,
+                space=space,
                 created_at=now,
             )
-            if best is not None and best.trials >= trials:
+            measured_in_space = s.scalar(
+                select(func.count(TuningRecordRow.id)).where(
+                    TuningRecordRow.workload_id == workload_id,
+                    TuningRecordRow.target_id == target_id,
+                    TuningRecordRow.space == space,
+                    *self._same_series(TuningRecordRow),
+                )
+            )
+            covered = best is not None and best.trials >= trials
+            # A best found in another space does not answer a request to search this one.
+            if (
+                covered
+                and space_must_match
+                and best.space != space
+                and int(measured_in_space or 0) < trials
+            ):
+                covered = False
+            if covered:
                 job.state = JobState.SUCCEEDED.value
                 job.cache_hit = True
                 job.schedule_id = best.id
@@ -556,6 +582,8 @@ class Store:
                 best.max_abs_error = new.max_abs_error
                 best.tir = new.tir
                 best.job_id = job.id
+                best.space = new.space
+                best.packed_params = new.packed_params
                 best.updated_at = now
             if best is None:
                 raise ValueError("finish_job without a schedule: no verified best exists")
@@ -680,6 +708,7 @@ class Store:
                         args_info=record.args_info,
                         tvm_version=record.tvm_version,
                         tvm_series=tvm_series(record.tvm_version),
+                        space=record.space,
                     )
                 )
             return True
@@ -733,9 +762,13 @@ class Store:
             return list(s.scalars(query.order_by(TuningRecordRow.id)))
 
     def count_records(
-        self, target_id: int, workload_id: int | None = None, job_id: int | None = None
+        self,
+        target_id: int,
+        workload_id: int | None = None,
+        job_id: int | None = None,
+        space: str | None = None,
     ) -> int:
-        """How many records `records` would return."""
+        """How many records `records` would return (``space``: only those of that space)."""
         with self.session() as s:
             query = select(func.count(TuningRecordRow.id)).where(
                 TuningRecordRow.target_id == target_id, *self._same_series(TuningRecordRow)
@@ -744,6 +777,8 @@ class Store:
                 query = query.where(TuningRecordRow.workload_id == workload_id)
             if job_id is not None:
                 query = query.where(TuningRecordRow.job_id == job_id)
+            if space is not None:
+                query = query.where(TuningRecordRow.space == space)
             return int(s.scalar(query) or 0)
 
     def record_stats_by_target(self, workload_id: int) -> dict[int, tuple[int, float | None]]:

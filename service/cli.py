@@ -137,7 +137,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     params = dict(args.param or [])
     target = _target_arg(args.target)
     with TunehubClient(args.server) as client:
-        who = {"priority": args.priority, "submitted_by": args.submitted_by}
+        who = {"priority": args.priority, "submitted_by": args.submitted_by, "space": args.space}
         if args.tir:
             if args.operator:
                 raise SystemExit("tunehub: give an operator or --tir FILE, not both")
@@ -323,6 +323,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trials", type=int, default=64)
     p.add_argument("--wait", action="store_true", help="follow progress until the job ends")
     p.add_argument("--priority", type=int, default=0, help="higher runs first (-100..100)")
+    p.add_argument(
+        "--space",
+        choices=("auto", "plain", "packed"),
+        default="auto",
+        help="search space (auto: packed weights on CPU where the operator has them)",
+    )
     p.add_argument(
         "--submitted-by", default=os.environ.get("USER"), help="who asks (fair share is per name)"
     )

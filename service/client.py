@@ -66,11 +66,13 @@ class TunehubClient:
         trials: int = 64,
         priority: int = 0,
         submitted_by: str | None = None,
+        space: str = "auto",
     ) -> dict[str, Any]:
         """Submit a tuning job; returns the job (already succeeded if it was a cache hit).
-        ``target``: "host", a JSON target, or a target's key or label."""
+        ``target``: "host", a JSON target, or a target's key or label. ``space``: "auto",
+        "plain" or "packed" (see `tuning.spaces`)."""
         workload = {"operator": {"name": operator, "params": params}}
-        return self._post_job(workload, target, trials, priority, submitted_by)
+        return self._post_job(workload, target, trials, priority, submitted_by, space)
 
     def submit_tir(
         self,
@@ -80,10 +82,11 @@ class TunehubClient:
         trials: int = 64,
         priority: int = 0,
         submitted_by: str | None = None,
+        space: str = "auto",
     ) -> dict[str, Any]:
         """Submit a raw TIR function (TVMScript text or TVM JSON) for tuning."""
         workload = {"tir": {"format": fmt, "source": source}}
-        return self._post_job(workload, target, trials, priority, submitted_by)
+        return self._post_job(workload, target, trials, priority, submitted_by, space)
 
     def _post_job(
         self,
@@ -92,6 +95,7 @@ class TunehubClient:
         trials: int,
         priority: int,
         submitted_by: str | None,
+        space: str,
     ) -> dict[str, Any]:
         body = {
             **workload,
@@ -99,6 +103,7 @@ class TunehubClient:
             "trials": trials,
             "priority": priority,
             "submitted_by": submitted_by,
+            "space": space,
         }
         return self._json(self.http.post("/jobs", json=body))
 

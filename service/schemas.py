@@ -48,6 +48,14 @@ class JobCreate(BaseModel):
         default=True,
         description="start from the target's cost model trained on all its stored records",
     )
+    space: Literal["auto", "plain", "packed"] = Field(
+        default="auto",
+        description=(
+            "search space: 'plain' (MetaSchedule's default), 'packed' (CPU: weights in a packed "
+            "layout chosen by the search, register tiles one vector wide), 'auto' = packed where "
+            "the operator has a weight and the target is a CPU, else plain"
+        ),
+    )
 
     @model_validator(mode="after")
     def _one_workload(self) -> JobCreate:
@@ -119,6 +127,7 @@ def job_json(job: JobRow, workload: WorkloadRow, target: TargetRow) -> dict[str,
         "priority": job.priority,
         "transfer_cost_model": job.transfer_cost_model,
         "cost_model": job.cost_model,
+        "space": job.space,
         "waiting_for": None,
         "created_at": iso(job.created_at),
         "started_at": iso(job.started_at),
@@ -150,6 +159,12 @@ def schedule_json(
         # True when no tuned candidate beat the plain (unscheduled) function: it is served.
         "plain_function": row.record_id is None,
         "tvm_version": record.tvm_version if record else None,
+        # The space that found it, and how to call its artifact: with packed_params, call each
+        # pack function once on that weight, then "entry" per inference ("main" also works with
+        # the weights as they are, packing inside every call).
+        "space": row.space,
+        "packed_params": row.packed_params or [],
+        "entry": "main_packed" if row.packed_params else "main",
         # What the schedule is keyed by: it is only ever served for this exact triple.
         "key": {"workload": workload.shash, "target": target.key, "tvm_series": row.tvm_series},
         "job_id": row.job_id,

@@ -24,7 +24,9 @@ from tuning.artifacts import publish
 from tuning.catalog import get_operator
 from tuning.catalog.dtypes import random_operand, widen_tolerance
 from tuning.devices import Measurer, RpcSpec
+from tuning.packing import split_packed
 from tuning.search import BatchReport, SearchCancelled, run_search
+from tuning.spaces import space_module
 from tuning.targets import current_tvm_series
 from tuning.verify import (
     VerificationError,
@@ -34,7 +36,7 @@ from tuning.verify import (
     run_module,
     time_module,
 )
-from tuning.workload import arg_specs, load_mod
+from tuning.workload import arg_specs, load_mod, structural_hash
 
 log = logging.getLogger("tunehub.worker")
 
@@ -106,8 +108,12 @@ class _Reference:
             )
             self.rtol, self.atol = widen_tolerance(1e-4, 1e-5, self.out_dtype)
 
-    def check(self, module: Any) -> float:
-        actual = run_module(module, self.device, self.inputs, self.out_shape, self.out_dtype)
+    def check(self, module: Any, packed: Any = ()) -> float:
+        """Max error of the module's output (through its pack functions and ``main_packed``
+        when ``packed`` lists packed weights)."""
+        actual = run_module(
+            module, self.device, self.inputs, self.out_shape, self.out_dtype, packed
+        )
         return check_close(actual, self.expected, self.rtol, self.atol)
 
 
@@ -167,11 +173,15 @@ def _tune_and_publish(
 
     target = Target(json.loads(target_row.canonical_json))
     mod = load_mod(workload.mod_json)
-    database = StoreDatabase(store, target_row.id, job_id)
-    # Budgets are totals per (workload, target, TVM series): what is stored already (from
-    # earlier jobs, or from this one before its worker was lost) seeds the search's population
-    # (top-k), is not measured again, and counts against the budget.
-    already = store.count_records(target_row.id, workload.id)
+    operator = get_operator(workload.operator) if workload.operator else None
+    search_mod = space_module(mod, job.space, operator.constant_operands if operator else ())
+    database = StoreDatabase(
+        store, target_row.id, job_id, job.space, {structural_hash(search_mod): workload.id}
+    )
+    # Budgets are totals per (workload, target, TVM series, space): what is stored already
+    # (from earlier jobs, or from this one before its worker was lost) seeds the search's
+    # population (top-k, of either space), is not measured again, and counts against the budget.
+    already = store.count_records(target_row.id, workload.id, space=job.space)
     if already:
         log.info("job %s: continuing from %d stored trials", job_id, already)
 
@@ -194,7 +204,7 @@ def _tune_and_publish(
         if job.transfer_cost_model:
             cost_model_path = _transferred_model(ctx, job_id, target_row, target)
         run_search(
-            mod,
+            search_mod,
             target,
             database,
             job.trials - already,
@@ -204,6 +214,7 @@ def _tune_and_publish(
             seed=ctx.seed,
             runner=ctx.measurer_for(target_row.kind).runner(),
             cost_model_path=cost_model_path,
+            space=job.space,
         )
     return _verify_and_publish(ctx, job_id, workload, target_row, target, mod, work_dir)
 
@@ -247,19 +258,26 @@ def _verify_and_publish(
         failures: list[str] = []
         verified: list[tuple[float, Any, Any, float, Path]] = []
         # The search's best measurement is the luckiest of many noisy ones; re-time every
-        # verified candidate of the top k here, side by side, and publish the fastest of those.
+        # verified candidate of the top k (of either space) here, side by side, and publish the
+        # fastest of those. A packed candidate is checked both ways (its drop-in ``main``, and
+        # pack_<i> then ``main_packed``) and timed as deployed: ``main_packed`` alone.
         for record in store.top_k_records(workload.id, target_row.id, VERIFY_CANDIDATES):
             path = work_dir / f"candidate-{record.id}.so"
             try:
-                scheduled = apply_trace(mod, record.trace_json)
-                loaded = session.load(build_library(scheduled, target, path))
+                split = split_packed(apply_trace(mod, record.trace_json))
+                loaded = session.load(build_library(split.mod, target, path))
                 error = reference.check(loaded.module)
+                if split.packed:
+                    error = max(error, reference.check(loaded.module, split.packed))
             except VerificationError as err:
                 failures.append(f"record {record.id}: {err}")
                 log.warning("job %s: record %s failed verification: %s", job_id, record.id, err)
                 continue
-            latency = time_module(loaded.module, loaded.device, specs).median_us
-            verified.append((latency, record, scheduled, error, path))
+            entry_specs = arg_specs(split.mod[split.entry])
+            latency = time_module(
+                loaded.module, loaded.device, entry_specs, entry=split.entry
+            ).median_us
+            verified.append((latency, record, split, error, path))
         if not verified:
             detail = "; ".join(failures) or "no candidate was measured successfully"
             raise VerificationError(f"no candidate passed verification: {detail}")
@@ -269,11 +287,12 @@ def _verify_and_publish(
         untuned_after = time_module(untuned.module, untuned.device, specs).median_us
         untuned_us = (untuned_time.median_us + untuned_after) / 2
         untuned_error = reference.check(untuned.module)
-    latency, record, scheduled, error, path = min(verified, key=lambda item: item[0])
+    latency, record, split, error, path = min(verified, key=lambda item: item[0])
+    scheduled, packed = split.mod, split.packed
     if untuned_us < latency:
         log.info("job %s: the plain function (%.2f us) beat every candidate (%.2f us)",
                  job_id, untuned_us, latency)  # fmt: skip
-        latency, record, scheduled, error = untuned_us, None, mod, untuned_error
+        latency, record, scheduled, packed, error = untuned_us, None, mod, [], untuned_error
         path = work_dir / "untuned.so"
     artifact = publish(ctx.artifact_dir, path)
     new = NewSchedule(
@@ -286,5 +305,7 @@ def _verify_and_publish(
         artifact_size=artifact.size,
         artifact_path=artifact.relpath,
         tvm_series=current_tvm_series(),
+        space=record.space if record is not None else "plain",
+        packed_params=[param.as_json() for param in packed],
     )
     return store.finish_job(job_id, ctx.worker_name, new)

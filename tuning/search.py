@@ -13,6 +13,7 @@ from typing import Any
 from tuning.builder import make_builder
 from tuning.devices import Measurer
 from tuning.intrinsics import load_tensor_intrinsics
+from tuning.spaces import PLAIN, space_generator
 from tuning.targets import physical_cores
 
 log = logging.getLogger("tunehub.search")
@@ -110,6 +111,7 @@ def run_search(
     num_cores: int | None = None,
     runner: Any | None = None,
     cost_model_path: Path | None = None,
+    space: str = PLAIN,
 ) -> None:
     """Tune ``mod`` (one PrimFunc "main") for ``trials`` measured candidates.
 
@@ -117,7 +119,8 @@ def run_search(
     before ``on_batch`` sees the batch. ``on_batch`` may raise `SearchCancelled` to stop.
     ``runner`` measures candidates (default: a `LocalRunner`; an `RPCRunner` for remote devices).
     ``cost_model_path``: a saved `XGBModel` to start from (`tuning.cost_model`) instead of an
-    untrained one.
+    untrained one. ``space``: the design space (`tuning.spaces`); ``mod`` must already be the
+    space's module (`tuning.spaces.space_module`).
     """
     from tvm.s_tir.meta_schedule import TuneContext
     from tvm.s_tir.meta_schedule.cost_model import XGBModel
@@ -131,7 +134,7 @@ def run_search(
     context = TuneContext(
         mod=mod,
         target=target,
-        space_generator="post-order-apply",
+        space_generator=space_generator(space, target),
         search_strategy="evolutionary",
         task_name="main",
         rand_state=-1 if seed is None else seed,

@@ -3,12 +3,14 @@ reference before it can become a served schedule."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from tuning.packing import PACKED_ENTRY, PackedParam
 from tuning.targets import device_for
 
 
@@ -57,16 +59,27 @@ def _device(kind_or_device: Any) -> Any:
 
 
 def run_module(
-    module: Any, kind: Any, inputs: list[np.ndarray], out_shape: list[int], out_dtype: str
+    module: Any,
+    kind: Any,
+    inputs: list[np.ndarray],
+    out_shape: list[int],
+    out_dtype: str,
+    packed: Sequence[PackedParam] = (),
 ) -> np.ndarray:
-    """Call the module's ``main`` on ``inputs`` and return the output. ``kind``: a target kind
-    (a local device) or a TVM device (a remote one)."""
+    """Call the module on ``inputs`` (in the user's layouts) and return the output. ``kind``: a
+    target kind (a local device) or a TVM device (a remote one). With ``packed`` parameters, the
+    weights go through their ``pack_<i>`` functions first and ``main_packed`` runs: the packed
+    layout is undone by the module itself, so the output compares with the reference as is."""
     import tvm
 
     dev = _device(kind)
     args = [tvm.runtime.tensor(x, dev) for x in inputs]
+    for param in packed:
+        packed_arg = tvm.runtime.empty(param.packed_shape, param.dtype, dev)
+        module[param.function](args[param.index], packed_arg)
+        args[param.index] = packed_arg
     out = tvm.runtime.empty(out_shape, out_dtype, dev)
-    module["main"](*args, out)
+    module[PACKED_ENTRY if packed else "main"](*args, out)
     return out.numpy()
 
 
@@ -76,14 +89,15 @@ def time_module(
     specs: list[tuple[list[int], str]],
     repeat: int = 5,
     min_repeat_ms: int = 100,
+    entry: str = "main",
 ) -> Timing:
-    """Time ``main`` with `time_evaluator` (each run lasts at least ``min_repeat_ms``); ``kind``
-    as in `run_module`."""
+    """Time ``entry`` with `time_evaluator` (each run lasts at least ``min_repeat_ms``); ``kind``
+    as in `run_module`; ``specs``: the entry's (shape, dtype) arguments."""
     import tvm
 
     dev = _device(kind)
     args = [tvm.runtime.empty(shape, dtype, dev) for shape, dtype in specs]
-    timer = module.time_evaluator("main", dev, number=1, repeat=repeat, min_repeat_ms=min_repeat_ms)
+    timer = module.time_evaluator(entry, dev, number=1, repeat=repeat, min_repeat_ms=min_repeat_ms)
     runs = [float(x) * 1e6 for x in timer(*args).results]
     return Timing(median_us=float(np.median(runs)), runs_us=runs)
 

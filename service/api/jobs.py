@@ -20,6 +20,7 @@ from service.errors import invalid, not_found, prefixed
 from service.jobqueue import queue_name
 from service.schemas import JobCreate, job_json
 from tuning.catalog import get_operator, list_operators
+from tuning.spaces import SpaceError, resolve_space
 from tuning.targets import HOST, ResolvedTarget, TargetError, host_fingerprint, resolve_target
 from tuning.tir_sandbox import TirRejected, parse_untrusted
 from tuning.workload import WorkloadSpec, catalog_workload
@@ -67,6 +68,7 @@ def create_job(body: JobCreate, request: Request) -> dict[str, Any]:
         )
     target = resolve_job_target(body.target, state.store)
     workload = _tir_workload(body) if body.tir is not None else _catalog_workload(body)
+    space = _job_space(body, target.kind)
 
     store = state.store
     fingerprint = host_fingerprint() if body.target == HOST else {}
@@ -84,6 +86,8 @@ def create_job(body: JobCreate, request: Request) -> dict[str, Any]:
         body.submitted_by,
         body.priority,
         body.transfer_cost_model,
+        space,
+        space_must_match=body.space != "auto",
     )
     if job.state == JobState.QUEUED.value:
         try:
@@ -132,6 +136,17 @@ def _catalog_workload(body: JobCreate) -> WorkloadSpec:
     except ValidationError as err:
         raise prefixed(err.errors(include_url=False), ("body", "operator", "params")) from None
     return catalog_workload(op.name, params)
+
+
+def _job_space(body: JobCreate, target_kind: str) -> str:
+    """The search space the job gets (``auto`` resolved); a 422 when ``packed`` is asked for a
+    workload without weights or a target that is not a CPU."""
+    op = get_operator(body.operator.name) if body.operator is not None else None
+    constant_operands = op.constant_operands if op is not None else ()
+    try:
+        return resolve_space(body.space, constant_operands, target_kind)
+    except SpaceError as err:
+        raise invalid(("body", "space"), str(err), "space_unavailable", body.space) from None
 
 
 def _tir_workload(body: JobCreate) -> WorkloadSpec:

@@ -84,6 +84,17 @@ def _body(
         (_body(trials=-5), ["body", "trials"], "greater_than_equal"),
         (_body(trials=MAX_TRIALS + 1), ["body", "trials"], "less_than_equal"),
         (_body(trials="many"), ["body", "trials"], "int_type"),
+        ({**_body(), "space": "dense"}, ["body", "space"], "literal_error"),
+        (
+            {**_body({"rows": 4, "cols": 8}, name="softmax"), "space": "packed"},
+            ["body", "space"],
+            "space_unavailable",
+        ),
+        (
+            {**_body(target={"kind": "cuda", "arch": "sm_90"}), "space": "packed"},
+            ["body", "space"],
+            "space_unavailable",
+        ),
     ],
 )
 def test_bad_input_is_a_422_naming_the_field_and_writes_nothing(
@@ -173,11 +184,18 @@ def test_cache_hit_and_schedule_download_without_any_worker(
         assert (job["state"], job["cache_hit"]) == ("succeeded", True)
         assert job["schedule_id"] == store.get_job(tuned_store["job_id"]).schedule_id
         assert job["progress"]["best_gflops"] > 0
+        # "auto" takes the best of either space; the stored best came from the plain space, so
+        # an explicit "plain" request is a hit too, and an explicit "packed" one is not.
+        assert job["space"] == "packed"
+        plain = client.post("/jobs", json={**_body(trials=8), "space": "plain"}).json()
+        assert (plain["state"], plain["cache_hit"], plain["space"]) == ("succeeded", True, "plain")
+        packed = client.post("/jobs", json={**_body(trials=8), "space": "packed"}).json()
+        assert (packed["state"], packed["cache_hit"]) == ("queued", False)
         # A bigger budget is not a hit: it is queued for a worker.
         more = client.post("/jobs", json=_body(trials=16)).json()
         assert (more["state"], more["cache_hit"]) == ("queued", False)
         with store.session() as s:
-            assert s.scalar(select(func.count(JobRow.id))) == jobs_before + 2
+            assert s.scalar(select(func.count(JobRow.id))) == jobs_before + 4
             assert s.scalar(select(func.count(WorkloadRow.id))) >= 1
             assert s.scalar(select(func.count(TargetRow.id))) >= 1
 
@@ -194,6 +212,7 @@ def test_cache_hit_and_schedule_download_without_any_worker(
             detail["workload"]["flop"] / detail["latency_us"] / 1e3
         )
         assert detail["trials"] == 8 and detail["max_abs_error"] < 1e-4
+        assert (detail["space"], detail["packed_params"], detail["entry"]) == ("plain", [], "main")
         # The key it is served under, and the workload's bests per target side by side.
         from tuning.targets import current_tvm_series
 
@@ -318,3 +337,19 @@ def test_dtypes_outside_an_operators_set_are_a_422(api: tuple[httpx.Client, Path
         "depthwise_conv2d",
         "max_pool2d",
     }
+
+
+def test_auto_space_is_packed_for_weights_and_plain_otherwise(
+    api: tuple[httpx.Client, Path],
+) -> None:
+    client, _ = api
+    cases = [
+        (_body({"M": 8, "N": 8, "K": 8}, trials=3), "packed"),
+        (_body({"rows": 4, "cols": 8}, name="softmax", trials=3), "plain"),
+        ({**_body({"M": 8, "N": 8, "K": 8}, trials=3), "space": "plain"}, "plain"),
+    ]
+    for body, space in cases:
+        job = client.post("/jobs", json=body).json()
+        assert job["space"] == space, job
+        assert client.get(f"/jobs/{job['id']}").json()["space"] == space
+        client.post(f"/jobs/{job['id']}/cancel")

@@ -29,6 +29,9 @@ class Operator(ABC):
     description: ClassVar[str]
     Params: ClassVar[type[OpParams]]
     example: ClassVar[dict[str, Any]]
+    # Positions of the parameters that are constants in deployment (weights): the packed search
+    # space may choose their memory layout (tuning.spaces). Empty: every operand is data.
+    constant_operands: ClassVar[tuple[int, ...]] = ()
 
     @abstractmethod
     def build(self, params: OpParams) -> Any:

@@ -145,6 +145,7 @@ class Conv2d(Operator):
         "dilation, groups (group conv); R=S=1 is the 1x1 conv"
     )
     Params = Conv2dParams
+    constant_operands = (1,)  # the kernel W (its subclasses' bias stays as it is)
     example = {
         "layout": "NCHW",
         "N": 1,
@@ -306,6 +307,7 @@ class DepthwiseConv2d(Operator):
     description = "depthwise conv2d, NCHW (weights C×m×R×S) or NHWC (R×S×C×m)"
     Params = DepthwiseParams
     example = {"layout": "NCHW", "N": 1, "C": 32, "H": 112, "W": 112, "R": 3, "S": 3, "padding": 1}
+    constant_operands = (1,)  # W
 
     def build(self, p: DepthwiseParams) -> Any:
         from tvm import te, topi
@@ -363,6 +365,7 @@ class Conv2dTranspose(Operator):
     name = "conv2d_transpose"
     description = "transposed conv2d, NCHW, weights C×K×R×S; stride, padding, output_padding"
     Params = Conv2dTransposeParams
+    constant_operands = (1,)  # W
     example = {
         "N": 1,
         "C": 64,

@@ -88,6 +88,7 @@ class Dense(Operator):
     description = "Y[M,N] = X[M,K] @ W[N,K]^T (+ bias[N] when bias=true: MatMul+Add fused)"
     Params = DenseParams
     example = {"M": 1, "N": 1000, "K": 2048, "bias": True}
+    constant_operands = (1,)  # W
 
     def build(self, params: DenseParams) -> Any:
         from tvm import te, topi

@@ -35,6 +35,7 @@ class Matmul(Operator):
     description = "C[M,N] = A[M,K] @ B[K,N] (row-major; fp16 accumulates in fp32, int8 in int32)"
     Params = MatmulParams
     example = {"M": 512, "N": 512, "K": 512}
+    constant_operands = (1,)  # B, as a layer's weight matrix
 
     def build(self, params: MatmulParams) -> Any:
         from tvm import te

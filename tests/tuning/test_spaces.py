@@ -1,0 +1,177 @@
+"""The packed search space: weights in a layout the search chooses, register tiles one vector wide,
+the pre-transform split out and carried by the artifact, everything checked against numpy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tuning.catalog import get_operator
+from tuning.packing import PACKED_ENTRY, split_packed
+from tuning.spaces import (
+    PACKED,
+    PLAIN,
+    SpaceError,
+    resolve_space,
+    space_generator,
+    space_module,
+    vector_bits,
+)
+from tuning.targets import resolve_target
+from tuning.verify import run_module
+from tuning.workload import catalog_workload
+
+
+def test_auto_is_packed_only_for_weights_on_a_cpu() -> None:
+    assert resolve_space("auto", (1,), "llvm") == PACKED
+    assert resolve_space("auto", (), "llvm") == PLAIN
+    assert resolve_space("auto", (1,), "cuda") == PLAIN
+    assert resolve_space("plain", (1,), "llvm") == PLAIN
+    with pytest.raises(SpaceError, match="no constant operand"):
+        resolve_space("packed", (), "llvm")
+    with pytest.raises(SpaceError, match="CPU"):
+        resolve_space("packed", (1,), "cuda")
+
+
+def test_vector_width_follows_the_target() -> None:
+    import tvm
+
+    assert vector_bits(tvm.target.Target({"kind": "llvm", "mcpu": "znver4"})) == 512
+    assert vector_bits(tvm.target.Target({"kind": "llvm", "mcpu": "haswell"})) == 256
+    assert vector_bits(tvm.target.Target({"kind": "llvm", "mcpu": "x86-64"})) == 128
+
+
+def _packed_sample(operator: str, params: dict, seed: int):  # noqa: ANN202
+    """One random schedule of the packed space (design space sampled, postprocessors applied),
+    as the evolutionary search would produce it: no measurement needed."""
+    import tvm
+    from tvm.s_tir.meta_schedule import TuneContext
+
+    op = get_operator(operator)
+    spec = catalog_workload(operator, op.Params(**params))
+    target = tvm.target.Target(resolve_target("host").canonical)
+    mod = space_module(spec.mod, PACKED, op.constant_operands)
+    context = TuneContext(
+        mod=mod,
+        target=target,
+        space_generator=space_generator(PACKED, target),
+        search_strategy="replay-trace",
+        rand_state=seed,
+        num_threads=1,
+    ).clone()
+    context.pre_tuning(
+        max_trials=4,
+        num_trials_per_iter=4,
+        design_spaces=context.generate_design_space(),
+        database=None,
+        cost_model=None,
+    )
+    candidates = context.search_strategy.generate_measure_candidates()
+    context.post_tuning()
+    assert candidates, "the packed space produced no valid candidate"
+    return op, spec, target, candidates[0].sch
+
+
+@pytest.mark.parametrize(
+    "operator,params",
+    [
+        ("matmul", {"M": 32, "N": 64, "K": 48}),
+        ("conv2d", {"layout": "NHWC", "N": 1, "C": 16, "H": 8, "W": 8, "K": 32, "R": 3, "S": 3}),
+        ("dense", {"M": 4, "N": 32, "K": 64, "bias": True}),
+    ],
+)
+def test_packed_schedule_splits_into_pack_and_kernel_that_match_numpy(
+    operator: str, params: dict, tmp_path
+) -> None:
+    import tvm
+
+    op, spec, target, sch = _packed_sample(operator, params, seed=3)
+    # The weight really is read in a new layout inside the scheduled function ...
+    assert "meta_schedule.layout_rewrite_preproc" in sch.mod.script()
+    split = split_packed(sch.mod)
+    assert [p.index for p in split.packed] == [1] and split.entry == PACKED_ENTRY
+    param = split.packed[0]
+    assert param.shape == [int(x) for x in spec.mod["main"].params[1].shape]
+    assert param.packed_shape != param.shape
+    assert int(np.prod(param.packed_shape)) >= int(np.prod(param.shape))
+    # ... and the library carries the drop-in main, the kernel and the pre-transform.
+    path = tmp_path / "packed.so"
+    tvm.compile(split.mod, target=target).export_library(str(path))
+    module = tvm.runtime.load_module(str(path))
+    p = op.Params(**params)
+    inputs, expected = op.make_case(p, spec.mod["main"], np.random.default_rng(0))
+    rtol, atol = op.tolerance(p)
+    out_shape = [int(x) for x in spec.mod["main"].params[-1].shape]
+    for packed in ([], split.packed):  # main with the user's layouts; pack_1 then main_packed
+        actual = run_module(module, "llvm", inputs, out_shape, "float32", packed)
+        np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol)
+    # The pack function is a pure permutation (plus zero padding) of the weight.
+    dev = tvm.cpu(0)
+    packed_w = tvm.runtime.empty(param.packed_shape, param.dtype, dev)
+    module[param.function](tvm.runtime.tensor(inputs[1], dev), packed_w)
+    values = packed_w.numpy().ravel()
+    nonzero = np.sort(values[values != 0])
+    np.testing.assert_array_equal(nonzero, np.sort(inputs[1].ravel()[inputs[1].ravel() != 0]))
+
+
+def test_plain_schedule_is_left_alone(tuned_store: dict) -> None:
+    from tuning.verify import apply_trace
+    from tuning.workload import load_mod
+
+    store = tuned_store["store"]
+    record = store.top_k_records(tuned_store["workload_id"], tuned_store["target_id"], 1)[0]
+    assert record.space == PLAIN
+    mod = load_mod(store.get_workload(tuned_store["workload_id"]).mod_json)
+    split = split_packed(apply_trace(mod, record.trace_json))
+    assert split.packed == [] and split.entry == "main"
+    assert split.mod.script() == apply_trace(mod, record.trace_json).script()
+
+
+def test_a_packed_job_publishes_a_verified_packed_kernel(tmp_path) -> None:
+    """A real search in the packed space through the worker's job runner: its records say so,
+    the best says which space won and which weights it packs, and the served library computes
+    the matmul both through pack_1 + main_packed and through the drop-in main."""
+    import tvm
+
+    from schedules_db import Store, make_engine, upgrade_schema
+    from tuning.job_runner import WorkerContext, run_job
+    from tuning.targets import host_fingerprint
+
+    engine = make_engine(f"sqlite:///{tmp_path / 'store.db'}")
+    upgrade_schema(engine)
+    store = Store(engine)
+    op = get_operator("matmul")
+    params = op.Params(M=64, N=64, K=64)
+    spec = catalog_workload("matmul", params)
+    host = resolve_target("host")
+    target_id = store.get_or_create_target(
+        host.canonical, host.kind, host.label, host_fingerprint()
+    ).id
+    workload_id = store.get_or_create_workload(
+        spec.shash, spec.mod_json, "matmul", spec.params, spec.flop
+    ).id
+    job = store.create_job(workload_id, target_id, 8, "tunehub.test", space=PACKED)
+    context = WorkerContext(store, tmp_path / "artifacts", "pytest", num_trials_per_iter=4, seed=5)
+    assert run_job(context, job.id) == "succeeded", store.get_job(job.id).error
+    records = store.records(target_id, workload_id, job.id)
+    assert len(records) == 8 and {r.space for r in records} == {PACKED}
+    schedule = store.get_schedule(store.get_job(job.id).schedule_id)
+    # 64^3 tuned and packed is far faster than the single-threaded plain loop nest.
+    assert schedule.space == PACKED and schedule.latency_us < schedule.untuned_latency_us
+    assert [p["index"] for p in schedule.packed_params] == [1]
+    assert schedule.packed_params[0]["function"] == "pack_1"
+    module = tvm.runtime.load_module(
+        str(tmp_path / "artifacts" / store.get_artifact(schedule.artifact_id).path)
+    )
+    from tuning.packing import PackedParam
+
+    packed = [PackedParam(**p) for p in schedule.packed_params]
+    inputs, expected = op.make_case(params, spec.mod["main"], np.random.default_rng(1))
+    for layout in ([], packed):
+        actual = run_module(module, "llvm", inputs, [64, 64], "float32", layout)
+        np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-4)
+    # A plain job for the same workload keeps its own budget: the packed records do not count.
+    plain = store.create_job(workload_id, target_id, 8, "tunehub.test", space=PLAIN)
+    assert plain.state == "queued"
+    assert store.count_records(target_id, workload_id, space=PLAIN) == 0
+    engine.dispose()

@@ -1,0 +1,102 @@
+"""Search spaces: what MetaSchedule may do to a workload.
+
+* ``plain``: MetaSchedule's default space for the target (``post-order-apply`` with the default
+  rules), on the workload as the user wrote it.
+* ``packed`` (CPU targets): the workload's constant operands (weights: matmul/dense ``B``, conv
+  kernels) are marked layout-free, so MetaSchedule's `RewriteLayout` postprocessor packs them into
+  the order the tiled loops read them (`tuning.packing` splits the pre-transform out of the
+  kernel), and the multi-level tiling rule makes the innermost spatial tile exactly one vector
+  register wide for the target (AVX-512: 16 fp32 lanes, AVX2: 8, NEON: 4), so register tiles are
+  whole vectors and the outer loops are parallelised over every core as before.
+
+Both spaces keep their records apart (each record says which space produced it); the best of a
+(workload, target) is the fastest verified candidate of either, and says which space won.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+PLAIN = "plain"
+PACKED = "packed"
+SPACES = (PLAIN, PACKED)
+AUTO = "auto"
+
+LAYOUT_FREE_ATTR = "layout_free_buffers"
+
+
+class SpaceError(ValueError):
+    """A space that cannot be searched for this workload on this target."""
+
+
+def packed_supported(constant_operands: tuple[int, ...], target_kind: str) -> str | None:
+    """Why the packed space is unavailable, or None when it is available."""
+    if target_kind != "llvm":
+        return f"the packed space is for CPU (llvm) targets; this target is {target_kind}"
+    if not constant_operands:
+        return "this workload has no constant operand (weight) whose layout could be packed"
+    return None
+
+
+def resolve_space(requested: str, constant_operands: tuple[int, ...], target_kind: str) -> str:
+    """The space a job searches: ``auto`` is ``packed`` where it is available, else ``plain``.
+    Raises `SpaceError` when ``packed`` is asked for where it is not available."""
+    if requested == PLAIN:
+        return PLAIN
+    reason = packed_supported(constant_operands, target_kind)
+    if requested == AUTO:
+        return PLAIN if reason else PACKED
+    if requested == PACKED:
+        if reason:
+            raise SpaceError(reason)
+        return PACKED
+    raise SpaceError(f"unknown search space {requested!r}; one of {', '.join((AUTO, *SPACES))}")
+
+
+def space_module(mod: Any, space: str, constant_operands: tuple[int, ...]) -> Any:
+    """The IRModule MetaSchedule searches in ``space`` (``packed``: the constant operands are
+    listed as ``layout_free_buffers``, which turns `RewriteLayout` on)."""
+    import tvm
+
+    if space != PACKED:
+        return mod
+    func = mod["main"].with_attr(LAYOUT_FREE_ATTR, [int(i) for i in constant_operands])
+    return tvm.IRModule({"main": func})
+
+
+def vector_bits(target: Any) -> int:
+    """Width of the target's widest fp32 vector registers, in bits (512, 256 or 128)."""
+    from tvm.target import codegen
+
+    if codegen.target_has_features("avx512f", target):
+        return 512
+    if codegen.target_has_features("avx2", target) or codegen.target_has_features("avx", target):
+        return 256
+    return 128
+
+
+def space_generator(space: str, target: Any) -> Any:
+    """The design-space generator for ``space`` on ``target`` (``post-order-apply`` with
+    MetaSchedule's default rules for ``plain``)."""
+    if space != PACKED:
+        return "post-order-apply"
+    from tvm.s_tir.meta_schedule import schedule_rule as rules
+    from tvm.s_tir.meta_schedule.mutator import Mutator
+    from tvm.s_tir.meta_schedule.postproc import Postproc
+    from tvm.s_tir.meta_schedule.space_generator import PostOrderApply
+
+    sch_rules = []
+    for rule in rules.ScheduleRule.create("llvm"):
+        if isinstance(rule, rules.MultiLevelTiling):
+            rule = rules.MultiLevelTilingWideVector(
+                structure="SSRSRS",
+                vector_length_in_bits=vector_bits(target),
+                max_innermost_factor=64,
+                reuse_write=rules.ReuseType(req="may", levels=[1, 2], scope="global"),
+            )
+        sch_rules.append(rule)
+    return PostOrderApply(
+        sch_rules=sch_rules,
+        postprocs=Postproc.create("llvm"),
+        mutator_probs=Mutator.create("llvm"),
+    )
