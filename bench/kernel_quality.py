@@ -1,13 +1,18 @@
 """Kernel quality: kernels tuned through tunehub vs the vendor libraries, measured side by side.
 
-Starts its own `tunehub serve` on a free port with a fresh data folder (or uses --server),
-submits fp32 jobs for the chosen cases, downloads the verified artifacts, then times in this one
-process, interleaved: the tuned library (TVM time_evaluator) and the baseline on the same data:
-numpy ``a @ b`` (OpenBLAS) for matmuls; PyTorch CPU (oneDNN; NHWC as channels_last) for the
-ResNet-50 convolutions and the MobileNet depthwise layer. Prints latency, GFLOPS, the
-baseline/tuned speed ratio (> 1: tuned is faster) and the fraction of the CPU's estimated peak.
+For each search space (``plain``: MetaSchedule's default; ``packed``: weights in a layout the
+search chooses, register tiles one vector wide; see `tuning.spaces`) it starts its own
+`tunehub serve` on a free port with a fresh data folder (one space per store, so each space's
+best is its own), submits fp32 jobs for the chosen cases in that space and downloads the
+verified artifacts. Then it times, in this one process and interleaved, each space's kernel
+(TVM time_evaluator; a packed kernel gets its weights packed once beforehand, as a deployment
+does) and the baseline on the same data: numpy ``a @ b`` (OpenBLAS) for matmuls; PyTorch CPU
+(oneDNN; NHWC as channels_last) for the ResNet-50 convolutions and the MobileNet depthwise
+layer. Prints latency and GFLOPS per kernel, the baseline/tuned speed ratio per space (> 1: tuned
+is faster) and each kernel's fraction of the CPU's estimated peak.
 
-    .venv/bin/python bench/kernel_quality.py [--cases matmul512 ...] [--trials 256] [--server URL]
+    .venv/bin/python bench/kernel_quality.py [--cases matmul512 ...] [--trials 256]
+        [--spaces plain packed] [--server URL]
 
 Cases: matmul512, matmul1024 (numpy); resnet-7x7s2, resnet-3x3, resnet-1x1, each -nchw and
 -nhwc, and mobilenet-dw-nchw / -nhwc (PyTorch, installed by `pip install -e '.[bench]'`).
@@ -139,15 +144,76 @@ def time_callable(fn, repeat: int, min_s: float = 0.1) -> float:  # noqa: ANN001
     return statistics.median(samples)
 
 
-def time_tvm(module, inputs: list[np.ndarray], out_shape, out_dtype, repeat: int) -> float:  # noqa: ANN001
-    """Median seconds of the tuned kernel (TVM time_evaluator, 100 ms per sample)."""
+def time_tvm(
+    module, sched: dict, inputs: list[np.ndarray], out_shape, out_dtype, repeat: int
+) -> float:  # noqa: ANN001, E501
+    """Median seconds of the tuned kernel (TVM time_evaluator, 100 ms per sample): its
+    ``entry``, with packed weights prepared once by the artifact's pack functions."""
     import tvm
 
     dev = tvm.cpu(0)
     args = [tvm.runtime.tensor(v, dev) for v in inputs]
+    for param in sched["packed_params"]:
+        packed = tvm.runtime.empty(param["packed_shape"], param["dtype"], dev)
+        module[param["function"]](args[param["index"]], packed)
+        args[param["index"]] = packed
     args.append(tvm.runtime.tensor(np.zeros(out_shape, out_dtype), dev))
-    timer = module.time_evaluator("main", dev, number=1, repeat=repeat, min_repeat_ms=100)
+    timer = module.time_evaluator(sched["entry"], dev, number=1, repeat=repeat, min_repeat_ms=100)
     return statistics.median(float(x) for x in timer(*args).results)
+
+
+def tune_in_space(space: str, cases: list[str], trials: int, server_url: str | None) -> dict:
+    """Tune every case in ``space`` on a fresh `tunehub serve` (or ``server_url``); returns
+    case -> (schedule, downloaded library)."""
+    server, data_dir = None, None
+    url = server_url
+    if url is None:
+        data_dir = Path(tempfile.mkdtemp(prefix=f"tunehub-bench-{space}-"))
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        server = subprocess.Popen(
+            [sys.executable, "-m", "service.cli", "serve", "--port", str(port),
+             "--data-dir", str(data_dir)],
+            stdout=open(data_dir / "serve.log", "wb"),  # noqa: SIM115 - lives as long as serve
+            stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    tuned = {}
+    try:
+        with TunehubClient(url, timeout=120) as client:
+            deadline = time.monotonic() + 120
+            while True:
+                try:
+                    client.operators()
+                    break
+                except Exception:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.5)
+            # Queue every case at once; the worker runs them one after another.
+            submitted = {
+                name: (time.monotonic(), client.submit(CASES[name][0], CASES[name][1], "host",
+                                                       trials, space=space))
+                for name in cases
+            }  # fmt: skip
+            for name, (started, job) in submitted.items():
+                job = client.wait(job["id"], poll_s=2)
+                wall = time.monotonic() - started
+                if job["state"] != "succeeded":
+                    print(f"{name} [{space}]: job {job['state']}: {job['error']}")
+                    continue
+                sched = client.schedule(job["schedule_id"])
+                lib = Path(tempfile.mkdtemp()) / f"{name}-{space}.so"
+                client.download_artifact(job["schedule_id"], lib)
+                tuned[name] = (sched, lib)
+                print(f"{name} [{space}]: tuned in {wall:.0f} s since submit; best from the "
+                      f"{sched['space']} space, entry {sched['entry']}", flush=True)  # fmt: skip
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait(timeout=60)
+        if data_dir is not None:
+            shutil.rmtree(data_dir, ignore_errors=True)
+    return tuned
 
 
 def main() -> int:
@@ -155,6 +221,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
     parser.add_argument("--trials", type=int, default=256)
+    parser.add_argument(
+        "--spaces", nargs="+", default=["plain", "packed"], choices=["plain", "packed"]
+    )
     parser.add_argument("--server", help="use a running tunehub instead of starting one")
     parser.add_argument("--repeat", type=int, default=7, help="timed samples per kernel")
     parser.add_argument("--peak-gflops", type=float, help="override the estimated peak")
@@ -164,6 +233,7 @@ def main() -> int:
     import tvm
 
     from tuning.catalog import get_operator
+    from tuning.packing import PackedParam
     from tuning.targets import resolve_target
     from tuning.verify import run_module
     from tuning.workload import arg_specs, catalog_workload
@@ -187,100 +257,61 @@ def main() -> int:
         print(f"torch {torch.__version__}, {os.environ['BENCH_THREADS']} threads, "
               f"mkldnn={torch.backends.mkldnn.is_available()}")  # fmt: skip
 
-    server, data_dir = None, None
-    url = args.server
-    if url is None:
-        data_dir = Path(tempfile.mkdtemp(prefix="tunehub-bench-"))
-        port = free_port()
-        url = f"http://127.0.0.1:{port}"
-        server = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "service.cli",
-                "serve",
-                "--port",
-                str(port),
-                "--data-dir",
-                str(data_dir),
-            ],
-            stdout=open(data_dir / "serve.log", "wb"),  # noqa: SIM115 - lives as long as serve
-            stderr=subprocess.STDOUT,
-        )
-    rows = []
-    try:
-        with TunehubClient(url, timeout=120) as client:
-            deadline = time.monotonic() + 120
-            while True:
-                try:
-                    client.operators()
-                    break
-                except Exception:
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.5)
-            # Queue every case at once; the worker runs them one after another.
-            submitted = {
-                name: (time.monotonic(), client.submit(CASES[name][0], CASES[name][1], "host",
-                                                       args.trials))
-                for name in args.cases
-            }  # fmt: skip
-            for name, (started, job) in submitted.items():
-                job = client.wait(job["id"], poll_s=2)
-                wall = time.monotonic() - started
-                if job["state"] != "succeeded":
-                    print(f"{name}: job {job['state']}: {job['error']}")
-                    continue
-                sched = client.schedule(job["schedule_id"])
-                lib = Path(tempfile.mkdtemp()) / f"{name}.so"
-                client.download_artifact(job["schedule_id"], lib)
-                rows.append((name, sched, lib, wall))
-                print(f"{name}: tuned in {wall:.0f} s since submit", flush=True)
-    finally:
-        if server is not None:
-            server.terminate()
-            server.wait(timeout=60)
+    tuned = {space: tune_in_space(space, args.cases, args.trials, args.server)
+             for space in args.spaces}  # fmt: skip
 
     print()
-    print(
-        f"{'case':<20} {'baseline':>8} {'trials':>6} {'tuned us':>10} {'base us':>10} "
-        f"{'tuned GF':>9} {'base GF':>8} {'base/tuned':>10} {'tuned %pk':>9} {'base %pk':>8} "
-        f"{'vs untuned':>10} {'max err':>8}"
+    header = (
+        f"{'case':<20} {'baseline':>8} {'trials':>6} {'base us':>9} {'base GF':>8} {'base %pk':>8}"
     )
+    for space in args.spaces:
+        header += f" | {space + ' us':>10} {'GF':>6} {'%pk':>4} {'base/' + space:>12}"
+    print(header + f" {'max err':>8}")
     rng = np.random.default_rng(0)
-    for name, sched, lib, _wall in rows:
+    for name in args.cases:
+        if not all(name in tuned[space] for space in args.spaces):
+            continue
         operator, raw, baseline = CASES[name]
         op = get_operator(operator)
         params = op.Params.model_validate(raw)
         func = catalog_workload(operator, params).mod["main"]
         out_shape, out_dtype = arg_specs(func)[-1]
         inputs = op.make_inputs(params, func, rng)
-        module = tvm.runtime.load_module(str(lib))
         base_fn = baseline_callable(operator, raw, inputs)
-        # The two compute the same thing (checked here, on top of the worker's verification).
-        ours = run_module(module, "llvm", inputs, out_shape, out_dtype)
         theirs = np.asarray(base_fn())
         if baseline == "torch" and raw.get("layout") == "NHWC":
             theirs = theirs.transpose(0, 2, 3, 1)
-        err = float(np.max(np.abs(ours - theirs)))
-        # Interleave the two so that machine noise hits both alike.
-        tuned, base = [], []
+        kernels, err = {}, 0.0
+        for space in args.spaces:
+            sched, lib = tuned[space][name]
+            module = tvm.runtime.load_module(str(lib))
+            packed = [PackedParam(**p) for p in sched["packed_params"]]
+            # Each computes what the baseline computes (on top of the worker's verification).
+            ours = run_module(module, "llvm", inputs, out_shape, out_dtype, packed)
+            err = max(err, float(np.max(np.abs(ours - theirs))))
+            kernels[space] = (module, sched)
+        # Interleave all of them so that machine noise hits each alike.
+        times: dict[str, list[float]] = {space: [] for space in [*args.spaces, "base"]}
         for _ in range(3):
-            tuned.append(time_tvm(module, inputs, out_shape, out_dtype, args.repeat))
-            base.append(time_callable(base_fn, args.repeat))
-        t_tvm, t_base = statistics.median(tuned), statistics.median(base)
+            for space, (module, sched) in kernels.items():
+                times[space].append(
+                    time_tvm(module, sched, inputs, out_shape, out_dtype, args.repeat)
+                )
+            times["base"].append(time_callable(base_fn, args.repeat))
         flop = op.flop(params)
-        gf_tvm, gf_base = flop / t_tvm / 1e9, flop / t_base / 1e9
-        print(
-            f"{name:<20} {baseline:>8} {sched['trials']:>6} {t_tvm * 1e6:>10.1f} "
-            f"{t_base * 1e6:>10.1f} {gf_tvm:>9.1f} {gf_base:>8.1f} {t_base / t_tvm:>9.2f}x "
-            f"{gf_tvm / peak:>9.0%} {gf_base / peak:>8.0%} "
-            f"{sched['speedup_vs_untuned']:>9.1f}x {err:>8.1e}",
-            flush=True,
+        t_base = statistics.median(times["base"])
+        gf_base = flop / t_base / 1e9
+        trials = max(kernels[space][1]["trials"] for space in args.spaces)
+        line = (
+            f"{name:<20} {baseline:>8} {trials:>6} {t_base * 1e6:>9.1f} {gf_base:>8.1f} "
+            f"{gf_base / peak:>8.0%}"
         )
-    print("\nbase/tuned > 1 means the tuned kernel is faster than the baseline library.")
-    if data_dir is not None:
-        shutil.rmtree(data_dir, ignore_errors=True)
+        for space in args.spaces:
+            t = statistics.median(times[space])
+            line += f" | {t * 1e6:>10.1f} {flop / t / 1e9:>6.1f} {flop / t / 1e9 / peak:>4.0%}"
+            line += f" {t_base / t:>11.2f}x"
+        print(line + f" {err:>8.1e}", flush=True)
+    print("\nbase/<space> > 1 means that space's tuned kernel is faster than the baseline library.")
     return 0
 
 

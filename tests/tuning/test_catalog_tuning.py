@@ -1,5 +1,6 @@
 """Every catalog operator and layout, tuned for a couple of trials on the local target by the
-worker's job runner, verified against its reference and exported."""
+worker's job runner in the space a job gets by default (packed weights for operators that have
+them), verified against its reference and exported."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from schedules_db import Store, make_engine, upgrade_schema
 from tests.tuning.catalog_cases import CASES, case_id
 from tuning.catalog import get_operator
 from tuning.job_runner import WorkerContext, run_job
+from tuning.packing import PackedParam
+from tuning.spaces import resolve_space
 from tuning.targets import resolve_target
 from tuning.verify import check_close, run_module
 from tuning.workload import arg_specs, catalog_workload
@@ -56,7 +59,9 @@ def test_operator_tunes_and_verifies(case: tuple[str, dict], context: WorkerCont
     target = resolve_target("host")
     target_row = store.get_or_create_target(target.canonical, target.kind, target.label, {})
     workload = store.get_or_create_workload(spec.shash, spec.mod_json, name, spec.params, spec.flop)
-    job = store.create_job(workload.id, target_row.id, TRIALS, "q")
+    op = get_operator(name)
+    space = resolve_space("auto", op.constant_operands, target.kind)
+    job = store.create_job(workload.id, target_row.id, TRIALS, "q", space=space)
     if job.cache_hit:
         # conv2d_bn_relu with folded BN is the same function as conv2d_bias_relu: one workload,
         # tuned once (when both run); its served kernel is checked against the unfolded BN below.
@@ -65,11 +70,11 @@ def test_operator_tunes_and_verifies(case: tuple[str, dict], context: WorkerCont
         assert run_job(context, job.id) == "succeeded", store.get_job(job.id).error
         # Small spaces (elementwise ops) may hold fewer distinct schedules than the budget: a
         # re-measured trace is not stored twice.
-        assert 1 <= store.count_records(target_row.id, workload.id, job.id) <= TRIALS
+        assert 1 <= store.count_records(target_row.id, workload.id, job.id, space) <= TRIALS
     sched = store.get_schedule(store.get_job(job.id).schedule_id)
     assert sched.trials == TRIALS and 0 <= sched.max_abs_error < float("inf")
-    # Independently of the worker's check: the served library, fresh inputs, the reference.
-    op = get_operator(name)
+    # Independently of the worker's check: the served library, fresh inputs, the reference,
+    # through the drop-in main and (for a packed best) pack_<i> + main_packed.
     params = op.Params.model_validate(raw)
     module = tvm.runtime.load_module(
         str(context.artifact_dir / store.get_artifact(sched.artifact_id).path)
@@ -77,6 +82,8 @@ def test_operator_tunes_and_verifies(case: tuple[str, dict], context: WorkerCont
     func = spec.mod["main"]
     inputs, expected = op.make_case(params, func, np.random.default_rng(1234))
     out_shape, out_dtype = arg_specs(func)[-1]
-    check_close(
-        run_module(module, "llvm", inputs, out_shape, out_dtype), expected, *op.tolerance(params)
-    )
+    packed = [PackedParam(**p) for p in sched.packed_params or []]
+    assert bool(packed) == (sched.space == "packed")
+    for layout in ([], packed) if packed else ([],):
+        actual = run_module(module, "llvm", inputs, out_shape, out_dtype, layout)
+        check_close(actual, expected, *op.tolerance(params))
