@@ -172,8 +172,14 @@ def _follow(client: TunehubClient, job_id: int) -> int:
     print(
         f"schedule {sched['id']}: {sched['latency_us']:.2f} us, {sched['gflops']:.1f} GFLOPS, "
         f"{sched['speedup_vs_untuned']:.1f}x faster than untuned, "
-        f"{sched['trials']} trials, max error {sched['max_abs_error']:.2g}"
+        f"{sched['trials']} trials, max error {sched['max_abs_error']:.2g}, "
+        f"{sched['space']} space"
     )
+    for param in sched["packed_params"]:
+        print(
+            f"  weight {param['index']} ({param['name']}) is packed: call {param['function']} "
+            f"once ({param['shape']} -> {param['packed_shape']}), then {sched['entry']} per call"
+        )
     return 0
 
 
@@ -244,14 +250,14 @@ def cmd_schedules(args: argparse.Namespace) -> int:
         rows = client.schedules(args.operator, args.target)
     print(
         f"{'id':>4}  {'operator':<10} {'params':<28} {'target':<20} {'latency_us':>11} "
-        f"{'GFLOPS':>8} {'speedup':>8} {'trials':>6}"
+        f"{'GFLOPS':>8} {'speedup':>8} {'trials':>6} {'space':>6}"
     )
     for s in rows:
         params = ",".join(f"{k}={v}" for k, v in s["workload"]["params"].items())
         print(
             f"{s['id']:>4}  {s['workload']['operator'] or '-':<10} {params:<28} "
             f"{s['target']['label']:<20} {s['latency_us']:>11.2f} {s['gflops']:>8.1f} "
-            f"{s['speedup_vs_untuned']:>7.1f}x {s['trials']:>6}"
+            f"{s['speedup_vs_untuned']:>7.1f}x {s['trials']:>6} {s['space']:>6}"
         )
     return 0
 

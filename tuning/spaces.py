@@ -6,8 +6,9 @@
   kernels) are marked layout-free, so MetaSchedule's `RewriteLayout` postprocessor packs them into
   the order the tiled loops read them (`tuning.packing` splits the pre-transform out of the
   kernel), and the multi-level tiling rule makes the innermost spatial tile exactly one vector
-  register wide for the target (AVX-512: 16 fp32 lanes, AVX2: 8, NEON: 4), so register tiles are
-  whole vectors and the outer loops are parallelised over every core as before.
+  register wide for the target (AVX-512: 16 fp32 lanes, AVX2: 8, NEON: 4) with the other
+  innermost tiles capped so the accumulators fit the register file (`register_tile_limit`);
+  the outer loops are parallelised over every core as in the plain space.
 
 Both spaces keep their records apart (each record says which space produced it); the best of a
 (workload, target) is the fastest verified candidate of either, and says which space won.
@@ -75,6 +76,19 @@ def vector_bits(target: Any) -> int:
     return 128
 
 
+def register_tile_limit(target: Any) -> int:
+    """Largest innermost tile factor of the packed space: with the innermost spatial tile one
+    vector wide, the next one counts accumulator registers, and it must leave room for the
+    broadcast operand and the weight vector (AVX-512 and AArch64 have 32 vector registers,
+    AVX2/SSE 16)."""
+    from tvm.target import codegen
+
+    many = codegen.target_has_features("avx512f", target) or "aarch64" in str(
+        target.attrs.get("mtriple", "")
+    )
+    return 16 if many else 8
+
+
 def space_generator(space: str, target: Any) -> Any:
     """The design-space generator for ``space`` on ``target`` (``post-order-apply`` with
     MetaSchedule's default rules for ``plain``)."""
@@ -91,7 +105,7 @@ def space_generator(space: str, target: Any) -> Any:
             rule = rules.MultiLevelTilingWideVector(
                 structure="SSRSRS",
                 vector_length_in_bits=vector_bits(target),
-                max_innermost_factor=64,
+                max_innermost_factor=register_tile_limit(target),
                 reuse_write=rules.ReuseType(req="may", levels=[1, 2], scope="global"),
             )
         sch_rules.append(rule)
