@@ -3,8 +3,9 @@
 Populates a store by tuning a family of shapes (transfer off: fp32 matmuls, or ResNet-style
 NHWC 3x3 conv layers scaled to this machine), then tunes a held-out
 shape twice per repeat from a copy of that store, same seed and budget: cold (an untrained
-XGBoost model, MetaSchedule's default) and warm (the target's model trained on all stored
-records, `tuning.cost_model`). Prints, per repeat, the trials each needed to reach 95% of the cold
+XGBoost model and a random initial population, MetaSchedule's default) and warm (the target's
+model trained on all stored records, `tuning.cost_model`, and an initial population seeded with
+the family's best schedules refitted to the held-out shape, `tuning.seeding`). Prints, per repeat, the trials each needed to reach 95% of the cold
 run's best performance (latency <= cold best / 0.95), counted in whole measured batches, the
 warm/cold ratio, and the trials warm needs to match the cold run's final best. Jobs run through
 tunehub's job runner in this process, as a worker would run them.

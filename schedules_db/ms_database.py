@@ -64,16 +64,21 @@ class StoreDatabase(PyDatabase):
         job_id: int | None = None,
         space: str = "plain",
         aliases: dict[str, int] | None = None,
+        seeds: dict[int, list[Any]] | None = None,
     ) -> None:
         """``space``: the search space its records are stored under. ``aliases``: structural
         hash -> workload id, for a module that is a stored workload searched in another space
-        (the packed space marks the weights layout-free, which changes the hash)."""
+        (the packed space marks the weights layout-free, which changes the hash). ``seeds``:
+        workload id -> extra traces (`tvm.s_tir.schedule.Trace`, already valid for that
+        workload) that `get_top_k` offers after the workload's own records, as the search's
+        initial population (`tuning.seeding`); they are never stored as records."""
         super().__init__()
         self.store = store
         self.target_id = target_id
         self.job_id = job_id
         self.space = space
         self.aliases = dict(aliases or {})
+        self.seeds = dict(seeds or {})
         target_row = store.get_target(target_id)
         if target_row is None:
             raise ValueError(f"no target with id {target_id}")
@@ -136,8 +141,12 @@ class StoreDatabase(PyDatabase):
         )
 
     def get_top_k(self, workload: Workload, top_k: int) -> list[TuningRecord]:
-        rows = self.store.top_k_records(self.workload_id(workload), self.target_id, top_k)
-        return [self._to_record(row, workload) for row in rows]
+        workload_id = self.workload_id(workload)
+        rows = self.store.top_k_records(workload_id, self.target_id, top_k)
+        records = [self._to_record(row, workload) for row in rows]
+        for trace in self.seeds.get(workload_id, [])[: max(0, top_k - len(records))]:
+            records.append(TuningRecord(trace, workload))
+        return records
 
     def get_all_tuning_records(self) -> list[TuningRecord]:
         records = []

@@ -24,6 +24,7 @@ from tuning.artifacts import publish
 from tuning.catalog import get_operator
 from tuning.catalog.dtypes import random_operand, widen_tolerance
 from tuning.devices import Measurer, RpcSpec
+from tuning.intrinsics import load_tensor_intrinsics
 from tuning.packing import split_packed
 from tuning.search import BatchReport, SearchCancelled, run_search
 from tuning.spaces import space_module
@@ -175,13 +176,24 @@ def _tune_and_publish(
     mod = load_mod(workload.mod_json)
     operator = get_operator(workload.operator) if workload.operator else None
     search_mod = space_module(mod, job.space, operator.constant_operands if operator else ())
-    database = StoreDatabase(
-        store, target_row.id, job_id, job.space, {structural_hash(search_mod): workload.id}
-    )
     # Budgets are totals per (workload, target, TVM series, space): what is stored already
     # (from earlier jobs, or from this one before its worker was lost) seeds the search's
     # population (top-k, of either space), is not measured again, and counts against the budget.
     already = store.count_records(target_row.id, workload.id, space=job.space)
+    seeds = {}
+    if job.transfer_cost_model and not store.count_records(target_row.id, workload.id):
+        # Warm start of a workload new to this target: its neighbours' best schedules, refitted.
+        seeds[workload.id] = _neighbour_seeds(
+            ctx, job_id, workload, target_row, target, search_mod, job.space
+        )
+    database = StoreDatabase(
+        store,
+        target_row.id,
+        job_id,
+        job.space,
+        {structural_hash(search_mod): workload.id},
+        seeds,
+    )
     if already:
         log.info("job %s: continuing from %d stored trials", job_id, already)
 
@@ -217,6 +229,37 @@ def _tune_and_publish(
             space=job.space,
         )
     return _verify_and_publish(ctx, job_id, workload, target_row, target, mod, work_dir)
+
+
+def _neighbour_seeds(
+    ctx: WorkerContext,
+    job_id: int,
+    workload: Any,
+    target_row: Any,
+    target: Any,
+    search_mod: Any,
+    space: str,
+) -> list[Any]:
+    """Seed traces from the workload's stored neighbours (`tuning.seeding`); none on error."""
+    from tvm.s_tir.meta_schedule import TuneContext
+
+    from tuning.seeding import neighbour_seeds
+    from tuning.spaces import space_generator
+
+    load_tensor_intrinsics([dict(target.export())])
+    try:
+        context = TuneContext(
+            mod=search_mod, target=target, space_generator=space_generator(space, target)
+        ).clone()
+        seeds = neighbour_seeds(
+            ctx.store, workload, target_row.id, search_mod, list(context.space_generator.postprocs)
+        )
+    except Exception:  # noqa: BLE001 - seeds are an optimisation, never a reason to fail
+        log.exception("job %s: seeding from neighbours failed; starting without", job_id)
+        return []
+    if seeds:
+        log.info("job %s: %d seed schedule(s) from neighbouring workloads", job_id, len(seeds))
+    return seeds
 
 
 def _transferred_model(ctx: WorkerContext, job_id: int, target_row: Any, target: Any) -> Any:

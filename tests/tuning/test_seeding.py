@@ -1,0 +1,59 @@
+"""Warm start from neighbours: the best traces of a stored workload, refitted to a new shape of
+the same operator, seed the new search and still compute the right thing."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tuning.catalog import get_operator
+from tuning.seeding import _size_distance, neighbour_seeds, neighbours, refit_tiles
+from tuning.spaces import PLAIN, space_generator
+from tuning.targets import resolve_target
+from tuning.verify import check_close, compile_to_library, run_module
+from tuning.workload import arg_specs, catalog_workload
+
+
+def test_refit_keeps_the_inner_tiles_that_divide() -> None:
+    assert refit_tiles([4, 2, 1, 16], 128) == [4, 2, 1, 16]
+    assert refit_tiles([4, 2, 1, 16], 96) == [3, 2, 1, 16]
+    assert refit_tiles([2, 8, 4, 4], 48) == [3, 1, 4, 4]
+    assert refit_tiles([1, 1, 7], 12) == [12, 1, 1]
+    for factors, extent in (([8, 4, 2, 8], 100), ([3, 5, 7], 210), ([16, 16], 17)):
+        assert int(np.prod(refit_tiles(factors, extent))) == extent
+
+
+def test_only_same_layout_and_dtype_are_neighbours() -> None:
+    base = {"M": 64, "N": 64, "K": 64, "dtype": "float32"}
+    assert _size_distance(base, {**base, "M": 128}) > 0
+    assert _size_distance(base, base) == 0
+    assert _size_distance(base, {**base, "dtype": "float16"}) is None
+    assert _size_distance({**base, "bias": True}, {**base, "bias": False}) is None
+
+
+def test_neighbour_traces_seed_a_new_shape_and_compute_it(tuned_store: dict, tmp_path) -> None:
+    import tvm
+    from tvm.s_tir.meta_schedule import TuneContext
+    from tvm.s_tir.schedule import Schedule
+
+    store = tuned_store["store"]
+    op = get_operator("matmul")
+    params = op.Params(M=48, N=32, K=64)
+    spec = catalog_workload("matmul", params)
+    row = store.get_or_create_workload(spec.shash, spec.mod_json, "matmul", spec.params, spec.flop)
+    assert [n.id for n in neighbours(store, row)] == [tuned_store["workload_id"]]
+    target = tvm.target.Target(resolve_target("host").canonical)
+    context = TuneContext(
+        mod=spec.mod, target=target, space_generator=space_generator(PLAIN, target)
+    ).clone()
+    postprocs = list(context.space_generator.postprocs)
+    seeds = neighbour_seeds(store, row, tuned_store["target_id"], spec.mod, postprocs)
+    assert seeds, "no stored trace of the 32^3 matmul could be refitted to 48x32x64"
+    func = spec.mod["main"]
+    inputs, expected = op.make_case(params, func, np.random.default_rng(3))
+    out_shape, out_dtype = arg_specs(func)[-1]
+    for i, trace in enumerate(seeds):
+        sch = Schedule(spec.mod)
+        trace.apply_to_schedule(sch, remove_postproc=False)
+        module = compile_to_library(sch.mod, target, tmp_path / f"seed{i}.so")
+        actual = run_module(module, "llvm", inputs, out_shape, out_dtype)
+        check_close(actual, expected, *op.tolerance(params))
