@@ -249,7 +249,9 @@ def _neighbour_seeds(
     load_tensor_intrinsics([dict(target.export())])
     try:
         context = TuneContext(
-            mod=search_mod, target=target, space_generator=space_generator(space, target)
+            mod=search_mod,
+            target=target,
+            space_generator=space_generator(space, target, search_mod),
         ).clone()
         seeds = neighbour_seeds(
             ctx.store, workload, target_row.id, search_mod, list(context.space_generator.postprocs)

@@ -134,7 +134,7 @@ def run_search(
     context = TuneContext(
         mod=mod,
         target=target,
-        space_generator=space_generator(space, target),
+        space_generator=space_generator(space, target, mod),
         search_strategy="evolutionary",
         task_name="main",
         rand_state=-1 if seed is None else seed,

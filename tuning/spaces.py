@@ -89,9 +89,30 @@ def register_tile_limit(target: Any) -> int:
     return 16 if many else 8
 
 
-def space_generator(space: str, target: Any) -> Any:
+def _vector_fits_output(mod: Any, bits: int) -> bool:
+    """True when the innermost axis of the function's output (its last parameter) is a whole
+    number of ``bits``-wide vectors of the output's dtype (True when unknown)."""
+    import tvm
+
+    if mod is None:
+        return True
+    func = mod["main"]
+    buffer_map = getattr(func, "buffer_map", None)
+    out = buffer_map[func.params[-1]] if buffer_map is not None else func.params[-1]
+    try:
+        extent = int(out.shape[-1])
+        lanes = max(1, bits // tvm.DataType(str(out.dtype)).bits)
+    except (TypeError, ValueError, IndexError, AttributeError):
+        return True
+    return extent % lanes == 0
+
+
+def space_generator(space: str, target: Any, mod: Any = None) -> Any:
     """The design-space generator for ``space`` on ``target`` (``post-order-apply`` with
-    MetaSchedule's default rules for ``plain``)."""
+    MetaSchedule's default rules for ``plain``). In the packed space, the innermost output tile
+    is one vector wide when the output's innermost extent (of ``mod``, when given) is a multiple
+    of the vector width; otherwise that split would need a masked tail (NCHW convs: W = 56 in
+    vectors of 16), and MetaSchedule's own tiling, with the register cap, is used instead."""
     if space != PACKED:
         return "post-order-apply"
     from tvm.s_tir.meta_schedule import schedule_rule as rules
@@ -99,15 +120,24 @@ def space_generator(space: str, target: Any) -> Any:
     from tvm.s_tir.meta_schedule.postproc import Postproc
     from tvm.s_tir.meta_schedule.space_generator import PostOrderApply
 
+    bits = vector_bits(target)
+    wide = _vector_fits_output(mod, bits)
+    reuse_write = rules.ReuseType(req="may", levels=[1, 2], scope="global")
+    limit = register_tile_limit(target)
     sch_rules = []
     for rule in rules.ScheduleRule.create("llvm"):
         if isinstance(rule, rules.MultiLevelTiling):
-            rule = rules.MultiLevelTilingWideVector(
-                structure="SSRSRS",
-                vector_length_in_bits=vector_bits(target),
-                max_innermost_factor=register_tile_limit(target),
-                reuse_write=rules.ReuseType(req="may", levels=[1, 2], scope="global"),
-            )
+            if wide:
+                rule = rules.MultiLevelTilingWideVector(
+                    structure="SSRSRS",
+                    vector_length_in_bits=bits,
+                    max_innermost_factor=limit,
+                    reuse_write=reuse_write,
+                )
+            else:
+                rule = rules.MultiLevelTiling(
+                    structure="SSRSRS", max_innermost_factor=limit, reuse_write=reuse_write
+                )
         sch_rules.append(rule)
     return PostOrderApply(
         sch_rules=sch_rules,
