@@ -40,7 +40,10 @@ def test_neighbour_traces_seed_a_new_shape_and_compute_it(tuned_store: dict, tmp
     params = op.Params(M=48, N=32, K=64)
     spec = catalog_workload("matmul", params)
     row = store.get_or_create_workload(spec.shash, spec.mod_json, "matmul", spec.params, spec.flop)
-    assert [n.id for n in neighbours(store, row)] == [tuned_store["workload_id"]]
+    # The session's store holds other matmuls too (other tests add them); all are neighbours.
+    found = neighbours(store, row)
+    assert tuned_store["workload_id"] in [n.id for n in found]
+    assert {(n.operator, n.params["dtype"]) for n in found} == {("matmul", "float32")}
     target = tvm.target.Target(resolve_target("host").canonical)
     context = TuneContext(
         mod=spec.mod, target=target, space_generator=space_generator(PLAIN, target)
@@ -51,7 +54,7 @@ def test_neighbour_traces_seed_a_new_shape_and_compute_it(tuned_store: dict, tmp
     func = spec.mod["main"]
     inputs, expected = op.make_case(params, func, np.random.default_rng(3))
     out_shape, out_dtype = arg_specs(func)[-1]
-    for i, trace in enumerate(seeds):
+    for i, trace in enumerate(seeds[:2]):  # compiling each costs ~1 s; two make the point
         sch = Schedule(spec.mod)
         trace.apply_to_schedule(sch, remove_postproc=False)
         module = compile_to_library(sch.mod, target, tmp_path / f"seed{i}.so")

@@ -77,7 +77,6 @@ def _packed_sample(operator: str, params: dict, seed: int):  # noqa: ANN202
     [
         ("matmul", {"M": 32, "N": 64, "K": 48}),
         ("conv2d", {"layout": "NHWC", "N": 1, "C": 16, "H": 8, "W": 8, "K": 32, "R": 3, "S": 3}),
-        ("dense", {"M": 4, "N": 32, "K": 64, "bias": True}),
     ],
 )
 def test_packed_schedule_splits_into_pack_and_kernel_that_match_numpy(
