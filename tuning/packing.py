@@ -97,11 +97,12 @@ def _pack_function(block: Any, shape: list[int], dtype: str, name: str) -> Any:
     return sch.mod["main"]
 
 
-def split_packed(scheduled: Any) -> SplitModule:
+def split_packed(scheduled: Any, drop_in: bool = True) -> SplitModule:
     """Split a scheduled module into the per-call kernel and its weight pre-transforms.
 
     A module without layout-rewrite blocks (the plain space, or a schedule that packed
-    nothing) comes back unchanged with ``packed=[]``.
+    nothing) comes back unchanged with ``packed=[]``. ``drop_in=False`` leaves the drop-in
+    ``main`` out (what is timed does not need it; the published library has it).
     """
     import tvm
     from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
@@ -112,7 +113,9 @@ def split_packed(scheduled: Any) -> SplitModule:
         return SplitModule(mod=scheduled, packed=[])
     param_of = {_buffer(func, p).name: i for i, p in enumerate(func.params)}
     kernel = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(scheduled)["main"]
-    functions = {"main": func, PACKED_ENTRY: kernel.with_attr("global_symbol", PACKED_ENTRY)}
+    functions = {PACKED_ENTRY: kernel.with_attr("global_symbol", PACKED_ENTRY)}
+    if drop_in:
+        functions["main"] = func
     packed: list[PackedParam] = []
     for block in blocks:
         source = block.body.value.source  # the weight buffer the preproc block copies
