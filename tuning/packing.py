@@ -23,6 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from tuning.workload import param_buffer
+
 PREPROC_ANNOTATION = "meta_schedule.layout_rewrite_preproc"
 
 
@@ -66,12 +68,6 @@ class SplitModule:
         return PACKED_ENTRY if self.packed else "main"
 
 
-def _buffer(func: Any, param: Any) -> Any:
-    """The buffer behind a PrimFunc parameter (TVM 0.27 parameters are buffers already)."""
-    buffer_map = getattr(func, "buffer_map", None)
-    return buffer_map[param] if buffer_map is not None else param
-
-
 def _preproc_blocks(scheduled: Any) -> list[Any]:
     """The layout-rewrite blocks directly under the root block of ``main``."""
     from tvm.s_tir.schedule import Schedule
@@ -111,7 +107,7 @@ def split_packed(scheduled: Any, drop_in: bool = True) -> SplitModule:
     blocks = _preproc_blocks(scheduled)
     if not blocks:
         return SplitModule(mod=scheduled, packed=[])
-    param_of = {_buffer(func, p).name: i for i, p in enumerate(func.params)}
+    param_of = {param_buffer(func, p).name: i for i, p in enumerate(func.params)}
     kernel = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(scheduled)["main"]
     functions = {PACKED_ENTRY: kernel.with_attr("global_symbol", PACKED_ENTRY)}
     if drop_in:
@@ -121,7 +117,7 @@ def split_packed(scheduled: Any, drop_in: bool = True) -> SplitModule:
         source = block.body.value.source  # the weight buffer the preproc block copies
         index = param_of[source.name]
         shape = [int(x) for x in source.shape]
-        target_buffer = _buffer(kernel, kernel.params[index])
+        target_buffer = param_buffer(kernel, kernel.params[index])
         name = f"pack_{index}"
         pack = _pack_function(block, shape, str(source.dtype), source.name)
         functions[name] = pack.with_attr("global_symbol", name)

@@ -94,11 +94,12 @@ def _vector_fits_output(mod: Any, bits: int) -> bool:
     number of ``bits``-wide vectors of the output's dtype (True when unknown)."""
     import tvm
 
+    from tuning.workload import param_buffer
+
     if mod is None:
         return True
     func = mod["main"]
-    buffer_map = getattr(func, "buffer_map", None)
-    out = buffer_map[func.params[-1]] if buffer_map is not None else func.params[-1]
+    out = param_buffer(func, func.params[-1])
     try:
         extent = int(out.shape[-1])
         lanes = max(1, bits // tvm.DataType(str(out.dtype)).bits)

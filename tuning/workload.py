@@ -60,11 +60,16 @@ def load_mod(mod_json: str) -> Any:
     return tvm.ir.load_json(mod_json)
 
 
+def param_buffer(func: Any, param: Any) -> Any:
+    """The buffer behind a PrimFunc parameter (TVM 0.27's parameters are buffers already)."""
+    buffer_map = getattr(func, "buffer_map", None)
+    return buffer_map[param] if buffer_map is not None else param
+
+
 def arg_specs(func: Any) -> list[tuple[list[int], str]]:
     """(shape, dtype) of every parameter buffer of a PrimFunc, in call order."""
     specs = []
-    buffer_map = getattr(func, "buffer_map", None)
     for param in func.params:
-        buf = buffer_map[param] if buffer_map is not None else param
+        buf = param_buffer(func, param)
         specs.append(([int(x) for x in buf.shape], str(buf.dtype)))
     return specs
