@@ -9,7 +9,9 @@ verified artifacts. Then it times, in this one process and interleaved, each spa
 does) and the baseline on the same data: numpy ``a @ b`` (OpenBLAS) for matmuls; PyTorch CPU
 (oneDNN; NHWC as channels_last) for the ResNet-50 convolutions and the MobileNet depthwise
 layer. Prints latency and GFLOPS per kernel, the baseline/tuned speed ratio per space (> 1: tuned
-is faster) and each kernel's fraction of the CPU's estimated peak.
+is faster) and each kernel's fraction of the CPU's peak, measured by a kernel of register-held
+FMA chains. Every library runs on the same ``BENCH_THREADS`` threads (default: the cores), TVM
+included (`tuning.threads`), and each is timed after the others' thread pools went idle.
 
     .venv/bin/python bench/kernel_quality.py [--cases matmul512 ...] [--trials 256]
         [--spaces plain packed] [--server URL]
@@ -42,8 +44,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from service.client import TunehubClient  # noqa: E402
 
 
-def cpu_peak_gflops(cores: int) -> tuple[float, str]:
-    """Estimated fp32 peak: cores x clock x FLOP/cycle of the widest FMA the CPU has."""
+def nominal_peak_gflops(cores: int) -> tuple[float, str]:
+    """Nominal fp32 peak from /proc/cpuinfo: cores x listed clock x FLOP/cycle of the widest
+    FMA (the listed clock is often the base clock, below what the cores really run at)."""
     flags, mhz, vendor = set(), 0.0, ""
     with open("/proc/cpuinfo", encoding="utf-8") as handle:
         for line in handle:
@@ -62,6 +65,54 @@ def cpu_peak_gflops(cores: int) -> tuple[float, str]:
         per_cycle = 8
     peak = cores * mhz / 1000 * per_cycle
     return peak, f"{cores} cores x {mhz / 1000:.2f} GHz x {per_cycle} FLOP/cycle"
+
+
+def measured_peak_gflops(target: dict, threads: int, lanes: int) -> float:
+    """fp32 FMA throughput of this machine, measured: one thread per core, each running 16
+    independent vector FMA chains held in registers (no memory traffic), compiled by TVM for
+    ``target``. What a perfect kernel could reach on these cores at the clock they really run."""
+    import tvm
+    import tvm.s_tir as s_tir
+    from tvm import te
+
+    acc, depth = 16, 1 << 18
+    x = te.placeholder((threads, 4, lanes), name="x")
+    y = te.placeholder((threads, lanes), name="y")
+    k = te.reduce_axis((0, depth), name="k")
+    # acc[a] += x[a % 4] * y: 16 chains, 5 operands in registers, 16 FMAs per iteration.
+    out = te.compute(
+        (threads, acc, lanes),
+        lambda t, a, v: te.sum(x[t, a % 4, v] * y[t, v], axis=k),
+        name="chains",
+    )
+    # enable_check=False: vectorizing a decomposed reduction is what MetaSchedule does too.
+    sch = s_tir.Schedule(te.create_prim_func([x, y, out]), enable_check=False)
+    block = sch.get_sblock("chains")
+    t, a, v, kk = sch.get_loops(block)
+    sch.reorder(t, kk, a, v)
+    sch.reverse_compute_at(sch.cache_write(block, 0, "local"), t)
+    sch.decompose_reduction(block, kk)
+    sch.unroll(a)
+    sch.vectorize(v)
+    sch.parallel(t)
+    lib = tvm.compile(sch.mod, target=tvm.target.Target(target)).mod
+    dev = tvm.cpu(0)
+    rng = np.random.default_rng(0)
+    args = [
+        tvm.runtime.tensor(rng.random((threads, 4, lanes), dtype=np.float32), dev),
+        tvm.runtime.tensor(rng.random((threads, lanes), dtype=np.float32), dev),
+        tvm.runtime.empty((threads, acc, lanes), "float32", dev),
+    ]
+    secs = min(lib.time_evaluator("main", dev, number=3, repeat=5)(*args).results)
+    return 2 * threads * acc * lanes * depth / secs / 1e9
+
+
+def settle() -> None:
+    """Let the last library's thread pool go idle before timing another: OpenBLAS, OpenMP and
+    TVM workers spin for a while after a call, and on a 2-core machine a spinning neighbour
+    halves the next kernel (measured: a TVM kernel timed right after ``a @ b`` ran at 179
+    GFLOPS, 0.2 s later at 388, 1 s later at 422)."""
+    time.sleep(1.0)
 
 
 def free_port() -> int:
@@ -226,7 +277,7 @@ def main() -> int:
     )
     parser.add_argument("--server", help="use a running tunehub instead of starting one")
     parser.add_argument("--repeat", type=int, default=7, help="timed samples per kernel")
-    parser.add_argument("--peak-gflops", type=float, help="override the estimated peak")
+    parser.add_argument("--peak-gflops", type=float, help="override the measured peak")
     args = parser.parse_args()
 
     import threadpoolctl
@@ -234,22 +285,29 @@ def main() -> int:
 
     from tuning.catalog import get_operator
     from tuning.packing import PackedParam
+    from tuning.spaces import vector_bits
     from tuning.targets import resolve_target
+    from tuning.threads import pin_runtime_threads
     from tuning.verify import run_module
     from tuning.workload import arg_specs, catalog_workload
 
     host = resolve_target("host")
     cores = int(host.canonical.get("num-cores", os.cpu_count() or 1))
-    os.environ.setdefault("BENCH_THREADS", str(cores))
-    peak, peak_how = cpu_peak_gflops(cores)
-    peak = args.peak_gflops or peak
+    threads = int(os.environ.setdefault("BENCH_THREADS", str(cores)))
+    # Every library gets the same cores: TVM's own default is half of an x86 machine's CPUs.
+    tvm_threads = pin_runtime_threads(threads)
+    threadpoolctl.threadpool_limits(limits=threads, user_api="blas")
+    lanes = vector_bits(tvm.target.Target(host.canonical)) // 32
+    peak = args.peak_gflops or measured_peak_gflops(host.canonical, tvm_threads, lanes)
+    nominal, nominal_how = nominal_peak_gflops(cores)
     blas = [
         (i["internal_api"], i.get("architecture"), i["num_threads"])
         for i in threadpoolctl.threadpool_info()
         if i["user_api"] == "blas"
     ]
-    print(f"target: {host.canonical}")
-    print(f"peak (estimate): {peak:.0f} GFLOPS = {peak_how}")
+    print(f"target: {host.canonical}; TVM kernels on {tvm_threads} threads")
+    print(f"peak: {peak:.0f} GFLOPS measured ({tvm_threads} threads of register-held FMA "
+          f"chains); nominal {nominal:.0f} = {nominal_how}")  # fmt: skip
     print(f"numpy BLAS: {blas}  OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE')}")
     if any(CASES[c][2] == "torch" for c in args.cases):
         import torch
@@ -294,9 +352,11 @@ def main() -> int:
         times: dict[str, list[float]] = {space: [] for space in [*args.spaces, "base"]}
         for _ in range(3):
             for space, (module, sched) in kernels.items():
+                settle()
                 times[space].append(
                     time_tvm(module, sched, inputs, out_shape, out_dtype, args.repeat)
                 )
+            settle()
             times["base"].append(time_callable(base_fn, args.repeat))
         flop = op.flop(params)
         t_base = statistics.median(times["base"])

@@ -140,6 +140,7 @@ def run_worker(
     from tuning.intrinsics import load_tensor_intrinsics
     from tuning.job_runner import WorkerContext
     from tuning.targets import HOST, current_tvm_series, host_fingerprint, resolve_target
+    from tuning.threads import pin_runtime_threads, target_threads
 
     engine = make_engine(settings.store_url)
     upgrade_schema(engine)
@@ -153,9 +154,12 @@ def run_worker(
         row = store.get_or_create_target(target.canonical, target.kind, target.label, fingerprint)
         queues.append(queue_name(row.key))
         target_ids.append(row.id)
-    loaded = load_tensor_intrinsics(
-        [json.loads(store.get_target(t).canonical_json) for t in target_ids]
-    )
+    canonicals = [json.loads(store.get_target(t).canonical_json) for t in target_ids]
+    threads = [n for n in map(target_threads, canonicals) if n is not None]
+    if threads and rpc is None:
+        # Before any kernel runs: TVM sizes this process's thread pool once (tuning.threads).
+        log.info("CPU kernels may use up to %d threads", pin_runtime_threads(max(threads)))
+    loaded = load_tensor_intrinsics(canonicals)
     log.info("tensor intrinsics registered: %s", ", ".join(loaded))
     node = name or f"tunehub-{uuid.uuid4().hex[:8]}@{socket.gethostname()}"
     _worker_context = WorkerContext(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 
 import numpy as np
 
@@ -21,6 +22,9 @@ def test_job_succeeds_with_a_verified_exported_schedule(tuned_store: dict) -> No
     job = store.get_job(tuned_store["job_id"])
     assert job.state == "succeeded" and job.error is None
     assert job.trials_done == 8 and job.attempt == 1
+    # Measured and timed on the target's cores (and so are the runner processes it started).
+    cores = json.loads(store.get_target(job.target_id).canonical_json)["num-cores"]
+    assert os.environ["TVM_NUM_THREADS"] == str(cores)
     # Every measured candidate is a row (the search measured exactly the budget).
     assert store.count_records(tuned_store["target_id"], job_id=job.id) == 8
     sched = store.get_schedule(job.schedule_id)
