@@ -5,14 +5,15 @@ Populates a store by tuning a family of shapes (transfer off: fp32 matmuls, or R
 3x3 conv layers scaled to this machine), then tunes a held-out shape twice per repeat from a copy
 of that store, same seed and budget: cold (an untrained XGBoost model and a random initial
 population, MetaSchedule's default) and warm (the target's model trained on all stored records,
-`tuning.cost_model`, and an initial population seeded with the family's best schedules refitted
-to the held-out shape, `tuning.seeding`). Prints, per repeat, the trials each needed to reach 95%
-of the cold run's best performance (latency <= cold best / 0.95), counted in whole measured
-batches, the warm/cold ratio, and the trials warm needs to match the cold run's final best. Jobs
-run through tunehub's job runner in this process, as a worker would run them.
+`tuning.cost_model`, and the family's best schedules refitted to the held-out shape,
+`tuning.seeding`, measured as its first batch and seeding its population). Prints, per repeat,
+the trials each needed to reach 95% of the cold run's best performance (latency <= cold best /
+0.95), counted in whole measured batches, the warm/cold ratio, and the trials warm needs to
+match the cold run's final best. Jobs run through tunehub's job runner in this process, as a
+worker would run them.
 
     .venv/bin/python bench/warm_start.py [--family matmul|conv2d] [--populate-trials 64]
-        [--trials 64] [--repeats 3]
+        [--trials 64] [--repeats 3] [--space plain|packed]
 """
 
 from __future__ import annotations
@@ -60,14 +61,14 @@ def _open(path: Path):  # noqa: ANN202
     return engine, Store(engine, tvm_series=current_tvm_series())
 
 
-def _job(store, family: str, shape, trials: int, transfer: bool) -> int:  # noqa: ANN001
+def _job(store, family: str, shape, trials: int, transfer: bool, space: str) -> int:  # noqa: ANN001
     from tuning.targets import resolve_target
 
     name, spec = _spec(family, shape)
     host = resolve_target("host")
     tid = store.get_or_create_target(host.canonical, host.kind, host.label, {}).id
     wid = store.get_or_create_workload(spec.shash, spec.mod_json, name, spec.params, 1.0).id
-    return store.create_job(wid, tid, trials, "bench", transfer_cost_model=transfer).id
+    return store.create_job(wid, tid, trials, "bench", transfer_cost_model=transfer, space=space).id
 
 
 def _curve(store, job_id: int) -> list[float]:  # noqa: ANN001
@@ -96,6 +97,7 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--batch", type=int, default=8, help="candidates per measured batch")
+    parser.add_argument("--space", choices=["plain", "packed"], default="plain")
     args = parser.parse_args()
     family, held_out = FAMILIES[args.family]
 
@@ -107,7 +109,7 @@ def main() -> int:
     context = WorkerContext(store, work / "artifacts", "bench", num_trials_per_iter=args.batch)
     started = time.monotonic()
     for shape in family:
-        job = _job(store, args.family, shape, args.populate_trials, transfer=False)
+        job = _job(store, args.family, shape, args.populate_trials, False, args.space)
         assert run_job(context, job) == "succeeded", store.get_job(job).error
     print(f"populated {len(family)} shapes x {args.populate_trials} trials "
           f"({store.count_records(1)} records) in {time.monotonic() - started:.0f} s")  # fmt: skip
@@ -126,7 +128,7 @@ def main() -> int:
             )  # fmt: skip
             # The warm side trains the target's model from the populated records.
             shutil.copytree(work / "artifacts", ctx.artifact_dir, dirs_exist_ok=True)
-            job = _job(store, args.family, held_out, args.trials, transfer=(mode == "warm"))
+            job = _job(store, args.family, held_out, args.trials, mode == "warm", args.space)
             assert run_job(ctx, job) == "succeeded", store.get_job(job).error
             if mode == "warm":
                 assert store.get_job(job).cost_model, "the warm run found no cost model"
@@ -145,7 +147,8 @@ def main() -> int:
         )
 
     print()
-    print(f"held-out {args.family} {held_out}, {args.trials} trials, batches of {args.batch}; "
+    print(f"held-out {args.family} {held_out}, {args.space} space, {args.trials} trials, "
+          f"batches of {args.batch}; "
           f"family {family} x {args.populate_trials}")  # fmt: skip
     print(f"{'repeat':>6} {'cold best us':>12} {'warm best us':>12} {'cold trials':>11} "
           f"{'warm trials':>11} {'warm/cold':>9} {'warm to cold best':>17}")  # fmt: skip

@@ -53,7 +53,37 @@ class _Stop:
     error: BaseException | None = None
 
 
-def _progress_callback(on_batch: OnBatch, stop: _Stop) -> Any:
+class _Progress:
+    """Counts a search's measured trials and its best, and reports each batch to ``on_batch``
+    (whatever ``on_batch`` raises is kept in ``stop`` and re-raised)."""
+
+    def __init__(self, on_batch: OnBatch, stop: _Stop) -> None:
+        self.on_batch, self.stop = on_batch, stop
+        self.trials_done = 0
+        self.best_secs: float | None = None
+
+    def batch(self, runner_results: list[Any]) -> None:
+        """Account for one measured batch and report it."""
+        means = [_mean_secs(r) for r in runner_results]
+        ok = [m for m in means if m is not None]
+        if ok and (self.best_secs is None or min(ok) < self.best_secs):
+            self.best_secs = min(ok)
+        self.trials_done += len(runner_results)
+        try:
+            self.on_batch(
+                BatchReport(
+                    trials_done=self.trials_done,
+                    batch_size=len(runner_results),
+                    batch_failures=len(means) - len(ok),
+                    best_us=None if self.best_secs is None else self.best_secs * 1e6,
+                )
+            )
+        except BaseException as err:
+            self.stop.error = err
+            raise
+
+
+def _progress_callback(progress: _Progress) -> Any:
     from tvm.ir.utils import derived_object
     from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
 
@@ -61,33 +91,10 @@ def _progress_callback(on_batch: OnBatch, stop: _Stop) -> Any:
     class ProgressCallback(PyMeasureCallback):
         """Reports each batch after the default callbacks stored its records."""
 
-        def __init__(self) -> None:
-            super().__init__()
-            self.trials_done = 0
-            self.best_secs: float | None = None
-
         def apply(
             self, task_scheduler, task_id, measure_candidates, builder_results, runner_results
         ) -> None:  # noqa: ANN001 - signature fixed by TVM
-            means = [_mean_secs(r) for r in runner_results]
-            ok = [m for m in means if m is not None]
-            if ok:
-                batch_best = min(ok)
-                if self.best_secs is None or batch_best < self.best_secs:
-                    self.best_secs = batch_best
-            self.trials_done += len(runner_results)
-            try:
-                on_batch(
-                    BatchReport(
-                        trials_done=self.trials_done,
-                        batch_size=len(runner_results),
-                        batch_failures=len(means) - len(ok),
-                        best_us=None if self.best_secs is None else self.best_secs * 1e6,
-                    )
-                )
-            except BaseException as err:
-                stop.error = err
-                raise
+            progress.batch(list(runner_results))
 
     return ProgressCallback()
 
@@ -112,6 +119,7 @@ def run_search(
     runner: Any | None = None,
     cost_model_path: Path | None = None,
     space: str = PLAIN,
+    first_batch: list[Any] = (),
 ) -> None:
     """Tune ``mod`` (one PrimFunc "main") for ``trials`` measured candidates.
 
@@ -120,7 +128,10 @@ def run_search(
     ``runner`` measures candidates (default: a `LocalRunner`; an `RPCRunner` for remote devices).
     ``cost_model_path``: a saved `XGBModel` to start from (`tuning.cost_model`) instead of an
     untrained one. ``space``: the design space (`tuning.spaces`); ``mod`` must already be the
-    space's module (`tuning.spaces.space_module`).
+    space's module (`tuning.spaces.space_module`). ``first_batch``: traces (postprocessed,
+    for ``mod``) measured before the evolutionary search, as its first batch (a warm start's
+    seeds: MetaSchedule only measures database candidates its cost model ranks first); they
+    count against ``trials``, are stored, and train the cost model like any batch.
     """
     from tvm.s_tir.meta_schedule import TuneContext
     from tvm.s_tir.meta_schedule.cost_model import XGBModel
@@ -147,7 +158,19 @@ def run_search(
         cost_model.load(str(cost_model_path))
     runner = runner if runner is not None else Measurer(str(target.kind.name)).runner()
     stop = _Stop()
-    callbacks = list(MeasureCallback.create("default")) + [_progress_callback(on_batch, stop)]
+    progress = _Progress(on_batch, stop)
+    first = list(first_batch)[:trials]
+    if first:
+        try:
+            _measure_first_batch(context, first, builder, runner, database, cost_model, progress)
+        except BaseException:
+            _shutdown(runner)
+            raise
+        trials -= len(first)
+        if trials <= 0:
+            _shutdown(runner)
+            return
+    callbacks = list(MeasureCallback.create("default")) + [_progress_callback(progress)]
     try:
         tune_tasks(
             tasks=[context],
@@ -168,6 +191,64 @@ def run_search(
             raise stop.error from None
         raise
     finally:
-        pool = getattr(runner, "pool", None)
-        if pool is not None:
-            pool.shutdown()
+        _shutdown(runner)
+
+
+def _shutdown(runner: Any) -> None:
+    pool = getattr(runner, "pool", None)
+    if pool is not None:
+        pool.shutdown()
+
+
+def _measure_first_batch(
+    context: Any,
+    traces: list[Any],
+    builder: Any,
+    runner: Any,
+    database: Any,
+    cost_model: Any,
+    progress: _Progress,
+) -> None:
+    """Build and run ``traces`` on ``context``'s module as one batch, the way MetaSchedule's
+    task scheduler does: records go to ``database``, results update ``cost_model``, and
+    ``progress`` reports the batch (and may stop the job)."""
+    import shutil
+
+    import tvm
+    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+    from tvm.s_tir.meta_schedule.builder import BuilderInput
+    from tvm.s_tir.meta_schedule.database import TuningRecord
+    from tvm.s_tir.meta_schedule.runner import RunnerInput, RunnerResult
+    from tvm.s_tir.meta_schedule.search_strategy import MeasureCandidate
+    from tvm.s_tir.schedule import Schedule
+
+    workload = database.commit_workload(context.mod)
+    candidates = []
+    for trace in traces:
+        sch = Schedule(context.mod)
+        trace.apply_to_schedule(sch, remove_postproc=False)
+        candidates.append(MeasureCandidate(sch, ArgInfo.from_prim_func(sch.mod["main"])))
+    built = builder.build([BuilderInput(c.sch.mod, context.target) for c in candidates])
+    # The runner names devices as MetaSchedule's task scheduler does ("cpu", "cuda", ...).
+    device = str(tvm.runtime.device(context.target.get_target_device_type(), 0)).split(":")[0]
+    ok = [i for i, b in enumerate(built) if b.error_msg is None]
+    inputs = [RunnerInput(built[i].artifact_path, device, candidates[i].args_info) for i in ok]
+    futures = dict(zip(ok, runner.run(inputs) if inputs else [], strict=True))
+    results = []
+    for i, b in enumerate(built):
+        if b.error_msg is not None:
+            results.append(RunnerResult(None, b.error_msg))
+            continue
+        results.append(futures[i].result())
+        shutil.rmtree(Path(b.artifact_path).parent, ignore_errors=True)
+    for candidate, result in zip(candidates, results, strict=True):
+        if result.error_msg is not None:
+            log.warning("a first-batch candidate failed: %s", result.error_msg.strip()[-2000:])
+        run_secs = list(result.run_secs) if result.error_msg is None else [FAILED_SECS]
+        database.commit_tuning_record(
+            TuningRecord(
+                candidate.sch.trace, workload, run_secs, context.target, candidate.args_info
+            )
+        )
+    cost_model.update(context, candidates, results)
+    progress.batch(results)

@@ -5,9 +5,11 @@ search starts from random samples. Its neighbours (the same operator, layout and
 target, with other sizes) usually want the same schedule structure: the same loop order, the same
 register tile, the same unroll and vectorisation choices. `neighbour_seeds` replays their fastest
 traces on the new workload, refitting every tile decision (``SamplePerfectTile``) to the new loop
-extents, keeps the ones that still apply and pass the space's postprocessors, and hands them to
-the search as its initial population (`StoreDatabase` ``seeds``). They are starting points only:
-they are measured before anything is believed, and verification is unchanged.
+extents, and keeps the ones that still apply and pass the space's postprocessors. The job
+measures the first batch of them before the evolutionary search starts (`tuning.search`
+``first_batch``), and the search's population starts from what they measured (`StoreDatabase`
+``seeds`` for the rest). They are starting points only: measured before anything is believed,
+and verification is unchanged.
 """
 
 from __future__ import annotations
@@ -104,15 +106,17 @@ def neighbour_seeds(
     limit: int = 16,
 ) -> list[Any]:
     """Traces (TVM `Trace` objects) for ``search_mod`` adapted from the fastest records of the
-    workload's nearest stored neighbours on the same target, best neighbour first; at most
-    ``limit``. Traces that fail to apply are skipped (a different structure, e.g. a padding
-    stage one of them lacks)."""
+    workload's nearest stored neighbours on the same target; at most ``limit``, in rounds: every
+    neighbour's fastest (nearest neighbour first), then every neighbour's second, and so on, so
+    that a first batch cut from the front is as varied as the neighbours are. Traces that fail
+    to apply are skipped (a different structure, e.g. a padding stage one of them lacks)."""
     from tuning.workload import load_mod
 
-    seeds: list[Any] = []
     seen: set[str] = set()
+    per_neighbour: list[list[Any]] = []
     for row in neighbours(store, workload):
         source_mod = load_mod(row.mod_json)
+        adapted = []
         for record in store.top_k_records(row.id, target_id, PER_NEIGHBOUR):
             try:
                 trace = _adapt(source_mod, record.trace_json, search_mod, postprocs)
@@ -121,11 +125,15 @@ def neighbour_seeds(
             if trace is None:
                 continue
             key = json.dumps(trace.as_json(remove_postproc=True), default=str)
-            if key in seen:
-                continue
-            seen.add(key)
-            seeds.append(trace)
-            if len(seeds) >= limit:
-                return seeds
+            if key not in seen:
+                seen.add(key)
+                adapted.append(trace)
+        per_neighbour.append(adapted)
+    seeds = [
+        traces[rank]
+        for rank in range(PER_NEIGHBOUR)
+        for traces in per_neighbour
+        if rank < len(traces)
+    ][:limit]
     log.info("workload %s: %d seed trace(s) from its neighbours", workload.id, len(seeds))
     return seeds

@@ -10,7 +10,7 @@ from tuning.seeding import _size_distance, neighbour_seeds, neighbours, refit_ti
 from tuning.spaces import PLAIN, space_generator
 from tuning.targets import resolve_target
 from tuning.verify import check_close, compile_to_library, run_module
-from tuning.workload import arg_specs, catalog_workload
+from tuning.workload import arg_specs, catalog_workload, structural_hash
 
 
 def test_refit_keeps_the_inner_tiles_that_divide() -> None:
@@ -60,3 +60,39 @@ def test_neighbour_traces_seed_a_new_shape_and_compute_it(tuned_store: dict, tmp
         module = compile_to_library(sch.mod, target, tmp_path / f"seed{i}.so")
         actual = run_module(module, "llvm", inputs, out_shape, out_dtype)
         check_close(actual, expected, *op.tolerance(params))
+
+
+def test_a_warm_job_measures_its_neighbours_seeds_first(tuned_store: dict) -> None:
+    """The seeds are the job's first measured batch (MetaSchedule alone would measure only the
+    ones its cost model ranks above their own mutants), and they count against the budget."""
+    import tvm
+    from tvm.s_tir.meta_schedule import TuneContext
+    from tvm.s_tir.schedule import Schedule
+
+    from tuning.job_runner import run_job
+    from tuning.verify import apply_trace
+
+    store, tid = tuned_store["store"], tuned_store["target_id"]
+    params = get_operator("matmul").Params(M=40, N=32, K=24)
+    spec = catalog_workload("matmul", params)
+    row = store.get_or_create_workload(spec.shash, spec.mod_json, "matmul", spec.params, spec.flop)
+    target = tvm.target.Target(resolve_target("host").canonical)
+    context = TuneContext(
+        mod=spec.mod, target=target, space_generator=space_generator(PLAIN, target)
+    ).clone()
+    seeds = neighbour_seeds(store, row, tid, spec.mod, list(context.space_generator.postprocs))
+    assert len(seeds) >= 2
+
+    def scheduled(trace) -> str:  # noqa: ANN001
+        sch = Schedule(spec.mod)
+        trace.apply_to_schedule(sch, remove_postproc=False)
+        return structural_hash(sch.mod)
+
+    job = store.create_job(row.id, tid, 8, "q", transfer_cost_model=True)
+    assert run_job(tuned_store["context"], job.id) == "succeeded", store.get_job(job.id).error
+    records = store.records(tid, row.id, job.id)
+    assert store.get_job(job.id).trials_done == len(records) == 8
+    first = len(seeds[:4])  # the context measures batches of 4
+    measured_first = [structural_hash(apply_trace(spec.mod, r.trace_json)) for r in records]
+    assert measured_first[:first] == [scheduled(t) for t in seeds[:first]]
+    assert all(r.mean_run_us is not None for r in records[:first])
