@@ -13,7 +13,7 @@ match the cold run's final best. Jobs run through tunehub's job runner in this p
 worker would run them.
 
     .venv/bin/python bench/warm_start.py [--family matmul|conv2d] [--populate-trials 64]
-        [--trials 64] [--repeats 3] [--space plain|packed]
+        [--trials 64] [--repeats 3] [--space plain|packed] [--scale 1]
 """
 
 from __future__ import annotations
@@ -35,6 +35,14 @@ MATMUL_HELD_OUT = (160, 192, 128)
 CONVS = [(28, 32, 32), (28, 32, 64), (14, 64, 64), (14, 64, 128), (7, 128, 128)]
 CONV_HELD_OUT = (14, 128, 64)
 FAMILIES = {"matmul": (MATMULS, MATMUL_HELD_OUT), "conv2d": (CONVS, CONV_HELD_OUT)}
+
+
+def _scaled(family: str, shape: tuple[int, int, int], scale: int) -> tuple[int, int, int]:
+    """``shape`` with its matmul dimensions (conv: channels C and K) times ``scale``."""
+    if family == "matmul":
+        return tuple(d * scale for d in shape)
+    hw, c, k = shape
+    return (hw, c * scale, k * scale)
 
 
 def _spec(family: str, shape: tuple[int, int, int]):  # noqa: ANN202
@@ -83,8 +91,9 @@ def _curve(store, job_id: int) -> list[float]:  # noqa: ANN001
 
 
 def _trials_to(curve: list[float], threshold_us: float, batch: int) -> int | None:
-    """Trials measured until the best reaches ``threshold_us``, counted in whole batches (a
-    batch is measured together, so reaching it mid-batch still costs the batch)."""
+    """Trials measured until the best reaches ``threshold_us``, rounded up to whole batches of
+    ``batch`` (1: the exact trial; a batch is built and measured together, so reaching it
+    mid-batch may be said to cost the whole batch)."""
     first = next((i + 1 for i, us in enumerate(curve) if us <= threshold_us), None)
     return None if first is None else min(-(-first // batch) * batch, len(curve))
 
@@ -98,8 +107,18 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--batch", type=int, default=8, help="candidates per measured batch")
     parser.add_argument("--space", choices=["plain", "packed"], default="plain")
+    parser.add_argument(
+        "--scale",
+        type=int,
+        default=1,
+        help="multiply every matmul dimension (conv: the channels) by this: bigger kernels, "
+        "where a random first batch is further from the best and timing noise matters less",
+    )
     args = parser.parse_args()
     family, held_out = FAMILIES[args.family]
+    if args.scale != 1:
+        family = [_scaled(args.family, shape, args.scale) for shape in family]
+        held_out = _scaled(args.family, held_out, args.scale)
 
     from tuning.job_runner import WorkerContext, run_job
 
@@ -135,14 +154,18 @@ def main() -> int:
             curves[mode] = _curve(store, job)
             engine.dispose()
         threshold = min(curves["cold"]) / 0.95
-        cold_n = _trials_to(curves["cold"], threshold, args.batch)
-        warm_n = _trials_to(curves["warm"], threshold, args.batch)
+        counts = {
+            # exact: the trial that first got there; batched: rounded up to its whole batch.
+            how: tuple(_trials_to(curves[m], threshold, size) for m in ("cold", "warm"))
+            for how, size in (("exact", 1), ("batched", args.batch))
+        }
         # How long warm takes to match cold's final best outright.
-        warm_full = _trials_to(curves["warm"], min(curves["cold"]), args.batch)
-        rows.append((repeat, min(curves["cold"]), min(curves["warm"]), cold_n, warm_n, warm_full))
+        warm_full = _trials_to(curves["warm"], min(curves["cold"]), 1)
+        rows.append((repeat, min(curves["cold"]), min(curves["warm"]), counts, warm_full))
         print(
-            f"repeat {repeat}: cold best {min(curves['cold']):.1f} us in {cold_n} trials, "
-            f"warm best {min(curves['warm']):.1f} us, reached 95% in {warm_n}",
+            f"repeat {repeat}: cold best {min(curves['cold']):.1f} us, 95% at trial "
+            f"{counts['exact'][0]}; warm best {min(curves['warm']):.1f} us, 95% at trial "
+            f"{counts['exact'][1]}",
             flush=True,
         )
 
@@ -150,24 +173,34 @@ def main() -> int:
     print(f"held-out {args.family} {held_out}, {args.space} space, {args.trials} trials, "
           f"batches of {args.batch}; "
           f"family {family} x {args.populate_trials}")  # fmt: skip
-    print(f"{'repeat':>6} {'cold best us':>12} {'warm best us':>12} {'cold trials':>11} "
-          f"{'warm trials':>11} {'warm/cold':>9} {'warm to cold best':>17}")  # fmt: skip
-    ratios = []
-    for repeat, cold_best, warm_best, cold_n, warm_n, warm_full in rows:
-        # A warm run that never gets there within the budget counts as infinitely slow: leaving
-        # it out would make the median flatter the warm start.
-        ratio = (warm_n / cold_n) if warm_n else float("inf")
-        ratios.append(ratio)
-        print(f"{repeat:>6} {cold_best:>12.1f} {warm_best:>12.1f} {cold_n or '-':>11} "
-              f"{warm_n if warm_n else '>' + str(args.trials):>11} "
-              f"{(f'{ratio:.2f}x') if ratio != float('inf') else 'never':>9} "
-              f"{warm_full if warm_full else '>' + str(args.trials):>17}")  # fmt: skip
-    if ratios:
-        median = statistics.median(ratios)
-        median_text = f"{median:.2f}x" if median != float("inf") else "never (inf)"
-        print(f"\nmedian warm/cold trials to 95% of the cold best over {len(ratios)} repeats "
-              f"(warm runs that never got there count as infinite): {median_text} "
-              "(goal <= 0.25x)")  # fmt: skip
+    print("trials to 95% of the cold best: exact = the trial that got there; batched = rounded "
+          "up to whole batches of the bench's batch size")  # fmt: skip
+    trio = f"{'cold':>5} {'warm':>5} {'ratio':>6}"
+    print(f"{'repeat':>6} {'cold best us':>12} {'warm best us':>12} | {trio} | {trio} | "
+          f"{'warm to cold best':>17}")  # fmt: skip
+    print(f"{'':>6} {'':>12} {'':>12} | {'exact':^18} | {'batched':^18} |")
+    ratios: dict[str, list[float]] = {"exact": [], "batched": []}
+
+    def never(n: int | None) -> str:
+        return str(n) if n else ">" + str(args.trials)
+
+    for repeat, cold_best, warm_best, counts, warm_full in rows:
+        line = f"{repeat:>6} {cold_best:>12.1f} {warm_best:>12.1f}"
+        for how in ("exact", "batched"):
+            cold_n, warm_n = counts[how]
+            # A warm run that never gets there within the budget counts as infinitely slow:
+            # leaving it out would make the median flatter the warm start.
+            ratio = (warm_n / cold_n) if warm_n else float("inf")
+            ratios[how].append(ratio)
+            text = f"{ratio:.2f}x" if ratio != float("inf") else "never"
+            line += f" | {never(cold_n):>5} {never(warm_n):>5} {text:>6}"
+        print(line + f" | {never(warm_full):>17}")
+    for how, values in ratios.items():
+        if values:
+            median = statistics.median(values)
+            text = f"{median:.2f}x" if median != float("inf") else "never (inf)"
+            print(f"median warm/cold trials to 95% of the cold best, {how}, over {len(values)} "
+                  f"repeats (never = infinite): {text} (goal <= 0.25x)")  # fmt: skip
     shutil.rmtree(work, ignore_errors=True)
     return 0
 
