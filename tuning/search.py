@@ -159,45 +159,35 @@ def run_search(
     runner = runner if runner is not None else Measurer(str(target.kind.name)).runner()
     stop = _Stop()
     progress = _Progress(on_batch, stop)
-    first = list(first_batch)[:trials]
-    if first:
-        try:
-            _measure_first_batch(context, first, builder, runner, database, cost_model, progress)
-        except BaseException:
-            _shutdown(runner)
-            raise
-        trials -= len(first)
-        if trials <= 0:
-            _shutdown(runner)
-            return
     callbacks = list(MeasureCallback.create("default")) + [_progress_callback(progress)]
+    first = list(first_batch)[:trials]
     try:
-        tune_tasks(
-            tasks=[context],
-            task_weights=[1.0],
-            work_dir=work_dir,
-            max_trials_global=trials,
-            max_trials_per_task=trials,
-            num_trials_per_iter=batch_size(trials, num_trials_per_iter),
-            builder=builder,
-            runner=runner,
-            database=database,
-            cost_model=cost_model,
-            measure_callbacks=callbacks,
-            task_scheduler="round-robin",
-        )
+        if first:
+            _measure_first_batch(context, first, builder, runner, database, cost_model, progress)
+        if trials > len(first):
+            rest = trials - len(first)
+            tune_tasks(
+                tasks=[context],
+                task_weights=[1.0],
+                work_dir=work_dir,
+                max_trials_global=rest,
+                max_trials_per_task=rest,
+                num_trials_per_iter=batch_size(rest, num_trials_per_iter),
+                builder=builder,
+                runner=runner,
+                database=database,
+                cost_model=cost_model,
+                measure_callbacks=callbacks,
+                task_scheduler="round-robin",
+            )
     except Exception:
         if stop.error is not None:
             raise stop.error from None
         raise
     finally:
-        _shutdown(runner)
-
-
-def _shutdown(runner: Any) -> None:
-    pool = getattr(runner, "pool", None)
-    if pool is not None:
-        pool.shutdown()
+        pool = getattr(runner, "pool", None)
+        if pool is not None:
+            pool.shutdown()
 
 
 def _measure_first_batch(
