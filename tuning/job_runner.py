@@ -26,7 +26,7 @@ from tuning.catalog.dtypes import random_operand, widen_tolerance
 from tuning.devices import Measurer, RpcSpec
 from tuning.intrinsics import load_tensor_intrinsics
 from tuning.packing import split_packed
-from tuning.search import BatchReport, SearchCancelled, batch_size, run_search
+from tuning.search import BatchReport, SearchCancelled, run_search
 from tuning.spaces import space_module
 from tuning.targets import current_tvm_series
 from tuning.threads import pin_runtime_threads, target_threads
@@ -236,9 +236,7 @@ def _tune_and_publish(
             space=job.space,
             # A warm start measures its best seeds first: the evolutionary search would only
             # measure those its cost model happens to rank above its own mutants.
-            first_batch=seeds.get(workload.id, [])[
-                : batch_size(job.trials - already, ctx.num_trials_per_iter)
-            ],
+            measure_first=seeds.get(workload.id, []),
         )
     return _verify_and_publish(ctx, job_id, workload, target_row, target, mod, work_dir)
 

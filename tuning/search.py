@@ -119,7 +119,7 @@ def run_search(
     runner: Any | None = None,
     cost_model_path: Path | None = None,
     space: str = PLAIN,
-    first_batch: list[Any] = (),
+    measure_first: list[Any] = (),
 ) -> None:
     """Tune ``mod`` (one PrimFunc "main") for ``trials`` measured candidates.
 
@@ -128,10 +128,10 @@ def run_search(
     ``runner`` measures candidates (default: a `LocalRunner`; an `RPCRunner` for remote devices).
     ``cost_model_path``: a saved `XGBModel` to start from (`tuning.cost_model`) instead of an
     untrained one. ``space``: the design space (`tuning.spaces`); ``mod`` must already be the
-    space's module (`tuning.spaces.space_module`). ``first_batch``: traces (postprocessed,
-    for ``mod``) measured before the evolutionary search, as its first batch (a warm start's
-    seeds: MetaSchedule only measures database candidates its cost model ranks first); they
-    count against ``trials``, are stored, and train the cost model like any batch.
+    space's module (`tuning.spaces.space_module`). ``measure_first``: traces (postprocessed,
+    for ``mod``), of which the first batch's worth is measured before the evolutionary search
+    (a warm start's seeds: MetaSchedule only measures database candidates its cost model ranks
+    first); they count against ``trials``, are stored, and train the cost model like any batch.
     """
     from tvm.s_tir.meta_schedule import TuneContext
     from tvm.s_tir.meta_schedule.cost_model import XGBModel
@@ -160,7 +160,7 @@ def run_search(
     stop = _Stop()
     progress = _Progress(on_batch, stop)
     callbacks = list(MeasureCallback.create("default")) + [_progress_callback(progress)]
-    first = list(first_batch)[:trials]
+    first = list(measure_first)[: batch_size(trials, num_trials_per_iter)]
     try:
         if first:
             _measure_first_batch(context, first, builder, runner, database, cost_model, progress)

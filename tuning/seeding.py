@@ -7,7 +7,7 @@ register tile, the same unroll and vectorisation choices. `neighbour_seeds` repl
 traces on the new workload, refitting every tile decision (``SamplePerfectTile``) to the new loop
 extents, and keeps the ones that still apply and pass the space's postprocessors. The job
 measures the first batch of them before the evolutionary search starts (`tuning.search`
-``first_batch``), and the search's population starts from what they measured (`StoreDatabase`
+``measure_first``), and the search's population starts from what they measured (`StoreDatabase`
 ``seeds`` for the rest). They are starting points only: measured before anything is believed,
 and verification is unchanged.
 """
