@@ -8,7 +8,10 @@
   kernel), and the multi-level tiling rule makes the innermost spatial tile exactly one vector
   register wide for the target (AVX-512: 16 fp32 lanes, AVX2: 8, NEON: 4) with the other
   innermost tiles capped so the accumulators fit the register file (`register_tile_limit`);
-  the outer loops are parallelised over every core as in the plain space.
+  where the weight-indexed output axis is not the innermost one (NCHW convolutions: K, with W
+  innermost), that axis is split into the vector lanes and accumulated in a channel-blocked
+  cache (`tuning.channel_vectors`), as oneDNN's nChw16c kernels do; the outer loops are
+  parallelised over every core as in the plain space.
 
 Both spaces keep their records apart (each record says which space produced it); the best of a
 (workload, target) is the fastest verified candidate of either, and says which space won.
@@ -110,16 +113,19 @@ def _vector_fits_output(mod: Any, bits: int) -> bool:
 
 def space_generator(space: str, target: Any, mod: Any = None) -> Any:
     """The design-space generator for ``space`` on ``target`` (``post-order-apply`` with
-    MetaSchedule's default rules for ``plain``). In the packed space, the innermost output tile
-    is one vector wide when the output's innermost extent (of ``mod``, when given) is a multiple
-    of the vector width; otherwise that split would need a masked tail (NCHW convs: W = 56 in
-    vectors of 16), and MetaSchedule's own tiling, with the register cap, is used instead."""
+    MetaSchedule's default rules for ``plain``). In the packed space, a block whose output
+    channel can fill the vector lanes gets them (`tuning.channel_vectors`); otherwise the
+    innermost output tile is one vector wide when the output's innermost extent (of ``mod``,
+    when given) is a multiple of the vector width, else (a masked tail would be needed)
+    MetaSchedule's own tiling, with the register cap, is used."""
     if space != PACKED:
         return "post-order-apply"
     from tvm.s_tir.meta_schedule import schedule_rule as rules
     from tvm.s_tir.meta_schedule.mutator import Mutator
     from tvm.s_tir.meta_schedule.postproc import Postproc
     from tvm.s_tir.meta_schedule.space_generator import PostOrderApply
+
+    from tuning.channel_vectors import WeightAxisInnermost
 
     bits = vector_bits(target)
     wide = _vector_fits_output(mod, bits)
@@ -128,17 +134,28 @@ def space_generator(space: str, target: Any, mod: Any = None) -> Any:
     sch_rules = []
     for rule in rules.ScheduleRule.create("llvm"):
         if isinstance(rule, rules.MultiLevelTiling):
-            if wide:
-                rule = rules.MultiLevelTilingWideVector(
-                    structure="SSRSRS",
-                    vector_length_in_bits=bits,
-                    max_innermost_factor=limit,
-                    reuse_write=reuse_write,
-                )
-            else:
-                rule = rules.MultiLevelTiling(
+            vector_tiles = rules.MultiLevelTilingWideVector(
+                structure="SSRSRS",
+                vector_length_in_bits=bits,
+                max_innermost_factor=limit,
+                reuse_write=reuse_write,
+            )
+            other = (
+                vector_tiles
+                if wide
+                else rules.MultiLevelTiling(
                     structure="SSRSRS", max_innermost_factor=limit, reuse_write=reuse_write
                 )
+            )
+            # Blocks with the weight-indexed (output channel) axis outside the innermost
+            # one (NCHW convolutions) get that axis in the vector lanes (tuning.channel_vectors).
+            channel_tiles = rules.MultiLevelTilingWideVector(
+                structure="SSRSRS",
+                vector_length_in_bits=bits,
+                max_innermost_factor=limit,
+                reuse_write=rules.ReuseType(req="no", levels=[], scope="global"),
+            )
+            rule = WeightAxisInnermost(channel_tiles, other, bits)
         sch_rules.append(rule)
     return PostOrderApply(
         sch_rules=sch_rules,

@@ -174,3 +174,64 @@ def test_a_packed_job_publishes_a_verified_packed_kernel(tmp_path) -> None:
     assert plain.state == "queued"
     assert store.count_records(target_id, workload_id, space=PLAIN) == 0
     engine.dispose()
+
+
+def _block_split(operator: str, params: dict):  # noqa: ANN202
+    """`channel_split` of the operator's contraction block, in the packed space on AVX-512."""
+    from tvm.s_tir.schedule import Schedule
+
+    from tuning.channel_vectors import channel_split
+
+    op = get_operator(operator)
+    spec = catalog_workload(operator, op.Params(**params))
+    mod = space_module(spec.mod, PACKED, op.constant_operands)
+    sch = Schedule(mod)
+    blocks = [sch.get(b) for b in sch.get_child_blocks(sch.get_sblock("root"))]
+    (contraction,) = [b for b in blocks if b.init is not None]
+    return channel_split(mod["main"], contraction, 512)
+
+
+def test_only_nchw_like_contractions_get_the_channel_in_the_vector_lanes() -> None:
+    conv = {"N": 1, "C": 16, "H": 8, "W": 8, "K": 32, "R": 3, "S": 3}
+    nchw = _block_split("conv2d", {"layout": "NCHW", **conv})
+    assert nchw is not None
+    assert (nchw.axis, nchw.write_dim, nchw.lanes) == (1, 1, 16)  # K, in [N, K, OH, OW]
+    # The weight-indexed axis is innermost already: matmul's N, NHWC's K.
+    assert _block_split("matmul", {"M": 32, "N": 64, "K": 48}) is None
+    assert _block_split("conv2d", {"layout": "NHWC", **conv}) is None
+    # The activations depend on K too (groups), or K is not whole vectors.
+    assert _block_split("conv2d", {"layout": "NCHW", **conv, "groups": 4}) is None
+    assert _block_split("conv2d", {"layout": "NCHW", **conv, "K": 24}) is None
+
+
+def test_nchw_conv_packed_schedule_vectorises_channels_and_matches_numpy(tmp_path) -> None:
+    """An NCHW conv2d (+ bias + ReLU) from the packed space: its trace splits K into the
+    vector lanes (and replays from the store's text form), and the kernel with its packed
+    weight computes what numpy does."""
+    import tvm
+    from tvm.s_tir.meta_schedule import _ffi_api
+    from tvm.s_tir.meta_schedule.database import TuningRecord, Workload
+
+    from schedules_db.ms_database import trace_to_text
+    from tuning.verify import apply_trace
+
+    params = {"layout": "NCHW", "N": 1, "C": 16, "H": 8, "W": 6, "K": 32, "R": 3, "S": 3}
+    params["padding"] = 1
+    op, spec, target, sch = _packed_sample("conv2d_bias_relu", params, seed=5)
+    trace = str(sch.trace)
+    assert "transform_block_layout" in trace and "reverse_compute_at(block=b" in trace
+    raw = _ffi_api.TuningRecordAsJSON(TuningRecord(sch.trace, Workload(sch.mod)))[0]
+    mod = space_module(spec.mod, PACKED, op.constant_operands)
+    replayed = apply_trace(mod, trace_to_text(raw))
+    tvm.ir.assert_structural_equal(replayed, sch.mod)
+    split = split_packed(sch.mod)
+    path = tmp_path / "nchw.so"
+    tvm.compile(split.mod, target=target).export_library(str(path))
+    module = tvm.runtime.load_module(str(path))
+    p = op.Params(**params)
+    inputs, expected = op.make_case(p, spec.mod["main"], np.random.default_rng(1))
+    rtol, atol = op.tolerance(p)
+    out_shape = [int(x) for x in spec.mod["main"].params[-1].shape]
+    for packed in ([], split.packed):
+        actual = run_module(module, "llvm", inputs, out_shape, "float32", packed)
+        np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol)
