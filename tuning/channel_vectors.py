@@ -10,13 +10,14 @@ outputs in the register tile, and each activation is one broadcast.
 part of every trace and replay on the user's module as it is):
 
 1. ``transform_block_layout`` splits the block's weight-indexed spatial axis ``k`` (the output
-   channel; the only spatial axis the layout-free weight is read with) into
-   ``k // lanes`` in its place and ``k % lanes`` as the innermost spatial axis;
-2. the target's multi-level tiling (innermost tile one vector wide, a write cache at the tile)
-   runs on that block;
-3. ``transform_layout`` stores the write cache (or the fused consumer's input) channel-blocked,
-   ``[..., k // lanes, ..., k % lanes]``, so accumulators are whole contiguous vectors; the
-   cache is written back to the user's layout tile by tile.
+   channel; the only spatial axis the layout-free weight is read with) into ``k // lanes`` in
+   its place and ``k % lanes`` as the innermost spatial axis;
+2. ``cache_write`` + ``transform_layout`` make the block accumulate into a channel-blocked
+   cache, ``[..., k // lanes, ..., k % lanes]``, so the accumulators are whole contiguous vectors
+   (and the multi-level tiling, which vectorises the output's last dimension, picks ``k % lanes``);
+3. the target's multi-level tiling (innermost tile one vector wide) tiles the block;
+4. the cache is written back to the user's layout under the outer tile (``reverse_compute_at``
+   after the first or the second spatial tile level: two design spaces).
 
 The weight is packed by `RewriteLayout` as in the rest of the packed space. Blocks where the
 axis is already innermost (matmul, NHWC convolution), whose other operands depend on it (group
@@ -32,9 +33,8 @@ from typing import Any
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.schedule_rule import PyScheduleRule
 
+from tuning.spaces import LAYOUT_FREE_ATTR
 from tuning.workload import param_buffer
-
-LAYOUT_FREE_ATTR = "layout_free_buffers"
 
 
 @dataclass(frozen=True)
@@ -63,8 +63,8 @@ def channel_split(func: Any, block: Any, vector_bits: int) -> ChannelSplit | Non
     if not weights or len(block.writes) != 1 or block.init is None:
         return None
     spatial = [iv for iv in block.iter_vars if iv.iter_type == 0]
-    if not spatial:
-        return None
+    if not spatial or any(iv.iter_type != 0 for iv in block.iter_vars[: len(spatial)]):
+        return None  # not "spatial axes, then reductions"
     weight_reads = [r for r in block.reads if any(same(r.source) for same in weights)]
     other_reads = [r for r in block.reads if r not in weight_reads]
     if len(weight_reads) != 1:
