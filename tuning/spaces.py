@@ -131,30 +131,29 @@ def space_generator(space: str, target: Any, mod: Any = None) -> Any:
     wide = _vector_fits_output(mod, bits)
     reuse_write = rules.ReuseType(req="may", levels=[1, 2], scope="global")
     limit = register_tile_limit(target)
+
+    def vector_tiles(reuse: Any) -> Any:
+        return rules.MultiLevelTilingWideVector(
+            structure="SSRSRS",
+            vector_length_in_bits=bits,
+            max_innermost_factor=limit,
+            reuse_write=reuse,
+        )
+
     sch_rules = []
     for rule in rules.ScheduleRule.create("llvm"):
         if isinstance(rule, rules.MultiLevelTiling):
-            vector_tiles = rules.MultiLevelTilingWideVector(
-                structure="SSRSRS",
-                vector_length_in_bits=bits,
-                max_innermost_factor=limit,
-                reuse_write=reuse_write,
-            )
             other = (
-                vector_tiles
+                vector_tiles(reuse_write)
                 if wide
                 else rules.MultiLevelTiling(
                     structure="SSRSRS", max_innermost_factor=limit, reuse_write=reuse_write
                 )
             )
             # Blocks with the weight-indexed (output channel) axis outside the innermost
-            # one (NCHW convolutions) get that axis in the vector lanes (tuning.channel_vectors).
-            channel_tiles = rules.MultiLevelTilingWideVector(
-                structure="SSRSRS",
-                vector_length_in_bits=bits,
-                max_innermost_factor=limit,
-                reuse_write=rules.ReuseType(req="no", levels=[], scope="global"),
-            )
+            # one (NCHW convolutions) get that axis in the vector lanes; their write cache
+            # is the channel-blocked one tuning.channel_vectors makes, not the tiling's.
+            channel_tiles = vector_tiles(rules.ReuseType(req="no", levels=[], scope="global"))
             rule = WeightAxisInnermost(channel_tiles, other, bits)
         sch_rules.append(rule)
     return PostOrderApply(
