@@ -72,6 +72,24 @@ def _packed_sample(operator: str, params: dict, seed: int):  # noqa: ANN202
     return op, spec, target, candidates[0].sch
 
 
+def _library_matches_numpy(op, spec, target, split, params: dict, tmp_path, seed: int):  # noqa: ANN001, ANN202
+    """Compile ``split``, run it through ``main`` (the user's layouts) and through pack_1 then
+    ``main_packed``, and check both against numpy; returns the loaded library and inputs."""
+    import tvm
+
+    path = tmp_path / "packed.so"
+    tvm.compile(split.mod, target=target).export_library(str(path))
+    module = tvm.runtime.load_module(str(path))
+    p = op.Params(**params)
+    inputs, expected = op.make_case(p, spec.mod["main"], np.random.default_rng(seed))
+    rtol, atol = op.tolerance(p)
+    out_shape = [int(x) for x in spec.mod["main"].params[-1].shape]
+    for packed in ([], split.packed):
+        actual = run_module(module, "llvm", inputs, out_shape, "float32", packed)
+        np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol)
+    return module, inputs
+
+
 @pytest.mark.parametrize(
     "operator,params",
     [
@@ -94,16 +112,7 @@ def test_packed_schedule_splits_into_pack_and_kernel_that_match_numpy(
     assert param.packed_shape != param.shape
     assert int(np.prod(param.packed_shape)) >= int(np.prod(param.shape))
     # ... and the library carries the drop-in main, the kernel and the pre-transform.
-    path = tmp_path / "packed.so"
-    tvm.compile(split.mod, target=target).export_library(str(path))
-    module = tvm.runtime.load_module(str(path))
-    p = op.Params(**params)
-    inputs, expected = op.make_case(p, spec.mod["main"], np.random.default_rng(0))
-    rtol, atol = op.tolerance(p)
-    out_shape = [int(x) for x in spec.mod["main"].params[-1].shape]
-    for packed in ([], split.packed):  # main with the user's layouts; pack_1 then main_packed
-        actual = run_module(module, "llvm", inputs, out_shape, "float32", packed)
-        np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol)
+    module, inputs = _library_matches_numpy(op, spec, target, split, params, tmp_path, seed=0)
     # The pack function is a pure permutation (plus zero padding) of the weight.
     dev = tvm.cpu(0)
     packed_w = tvm.runtime.empty(param.packed_shape, param.dtype, dev)
@@ -225,13 +234,4 @@ def test_nchw_conv_packed_schedule_vectorises_channels_and_matches_numpy(tmp_pat
     replayed = apply_trace(mod, trace_to_text(raw))
     tvm.ir.assert_structural_equal(replayed, sch.mod)
     split = split_packed(sch.mod)
-    path = tmp_path / "nchw.so"
-    tvm.compile(split.mod, target=target).export_library(str(path))
-    module = tvm.runtime.load_module(str(path))
-    p = op.Params(**params)
-    inputs, expected = op.make_case(p, spec.mod["main"], np.random.default_rng(1))
-    rtol, atol = op.tolerance(p)
-    out_shape = [int(x) for x in spec.mod["main"].params[-1].shape]
-    for packed in ([], split.packed):
-        actual = run_module(module, "llvm", inputs, out_shape, "float32", packed)
-        np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol)
+    _library_matches_numpy(op, spec, target, split, params, tmp_path, seed=1)
