@@ -38,10 +38,70 @@ def physical_cores() -> int:
 
 
 def host_target_spec() -> dict[str, Any]:
-    """The llvm target of this machine with its real mcpu and core count (AVX2/AVX-512/FMA)."""
+    """The llvm target of this machine: its mcpu, the vector ISA features that mcpu implies but
+    this CPU does not offer switched off (``mattr``), and its physical core count.
+
+    LLVM names the CPU by family and model, and the name implies an ISA: a Zen 4 whose hypervisor
+    hides AVX-512 is still ``znver4``, and code built for plain ``znver4`` dies there with SIGILL.
+    """
     from tvm.target.codegen import llvm_get_system_cpu
 
-    return {"kind": "llvm", "mcpu": llvm_get_system_cpu(), "num-cores": physical_cores()}
+    spec: dict[str, Any] = {"kind": "llvm", "mcpu": llvm_get_system_cpu()}
+    disabled = missing_vector_features(spec, cpu_flags())
+    if disabled:
+        spec["mattr"] = [f"-{feature}" for feature in disabled]
+    spec["num-cores"] = physical_cores()
+    return spec
+
+
+VECTOR_FEATURE_PREFIXES = ("sse", "ssse", "avx", "fma", "f16c", "amx", "gfni", "vaes", "vpclmul")
+CPUINFO_ALIASES = {"pni": "sse3"}  # /proc/cpuinfo's names where they differ from LLVM's
+
+
+def normalized_feature(feature: str) -> str:
+    """A CPU feature's name in one spelling for LLVM's and /proc/cpuinfo's lists (``sse4.1``,
+    ``sse4_1`` -> ``sse41``)."""
+    return CPUINFO_ALIASES.get(feature, feature).replace("_", "").replace(".", "").replace("-", "")
+
+
+def cpu_flags() -> set[str] | None:
+    """The ISA flags /proc/cpuinfo lists for this CPU, normalised to LLVM's spelling without
+    punctuation (``sse4_1`` -> ``sse41``); None where there is no x86 ``flags`` line to read."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("flags"):
+                    return {normalized_feature(flag) for flag in line.split(":", 1)[1].split()}
+    except OSError:
+        pass
+    return None
+
+
+def missing_vector_features(spec: dict[str, Any], flags: set[str] | None) -> list[str]:
+    """The fewest LLVM features to switch off so that ``spec`` implies no vector ISA feature
+    outside ``flags`` (switching ``avx512f`` off takes every AVX-512 extension with it).
+
+    Empty when ``flags`` is None (nothing known about the CPU) or nothing is missing."""
+    from tvm.target import Target
+    from tvm.target.codegen import llvm_get_cpu_features
+
+    if flags is None:
+        return []
+
+    def unsupported(disabled: list[str]) -> set[str]:
+        attrs = dict(spec, mattr=[f"-{f}" for f in disabled]) if disabled else spec
+        implied = llvm_get_cpu_features(Target(attrs))
+        vector = [f for f in implied if f.startswith(VECTOR_FEATURE_PREFIXES)]
+        return {f for f in vector if normalized_feature(f) not in flags}
+
+    disabled: list[str] = []
+    left = unsupported(disabled)
+    while left:
+        # Greedy: the feature whose removal takes the most unsupported ones with it.
+        best = min(sorted(left), key=lambda f: len(unsupported([*disabled, f])))
+        disabled.append(best)
+        left = unsupported(disabled)
+    return disabled
 
 
 def _jsonable(value: Any) -> Any:
@@ -61,6 +121,8 @@ def _label(canonical: dict[str, Any]) -> str:
     kind = canonical["kind"]
     if kind == "llvm":
         cpu = canonical.get("mcpu") or "generic"
+        for attr in canonical.get("mattr", []):  # "-avx512f" -> "-no-avx512f"
+            cpu += f"-no-{attr[1:]}" if str(attr).startswith("-") else f"-{str(attr).lstrip('+')}"
         cores = canonical.get("num-cores")
         return f"{cpu}-{cores}c" if cores else cpu
     if kind == "cuda":

@@ -19,7 +19,66 @@ def test_host_target_has_the_real_cpu_and_cores() -> None:
     assert host.kind == "llvm"
     assert host.canonical["mcpu"] == llvm_get_system_cpu() != ""
     assert host.canonical["num-cores"] >= 1
-    assert host.label == f"{host.canonical['mcpu']}-{host.canonical['num-cores']}c"
+    assert host.label.startswith(host.canonical["mcpu"])
+    assert host.label.endswith(f"-{host.canonical['num-cores']}c")
+
+
+ZEN4_FLAGS_WITHOUT_AVX512 = {  # a Zen 4 VM whose hypervisor hides AVX-512 and GFNI
+    "sse", "sse2", "sse3", "ssse3", "sse41", "sse42", "sse4a", "avx", "avx2", "fma", "f16c",
+    "vaes", "vpclmulqdq",
+}
+
+
+def test_vector_features_the_cpu_lacks_are_switched_off() -> None:
+    from tuning.targets import missing_vector_features
+
+    znver4 = {"kind": "llvm", "mcpu": "znver4"}
+    assert missing_vector_features(znver4, ZEN4_FLAGS_WITHOUT_AVX512) == ["avx512f", "gfni"]
+    full = ZEN4_FLAGS_WITHOUT_AVX512 | {"gfni", "avx512f", "avx512bw", "avx512cd", "avx512dq",
+                                        "avx512vl", "avx512bf16", "avx512bitalg", "avx512ifma",
+                                        "avx512vbmi", "avx512vbmi2", "avx512vnni",
+                                        "avx512vpopcntdq"}
+    assert missing_vector_features(znver4, full) == []
+    assert missing_vector_features(znver4, None) == []
+    label = resolve_target(dict(znver4, mattr=["-avx512f", "-gfni"], **{"num-cores": 2})).label
+    assert label == "znver4-no-avx512f-no-gfni-2c"
+
+
+def test_host_target_implies_only_what_this_cpu_has_and_its_code_runs() -> None:
+    """Code vectorised for the host target runs here (LLVM's mcpu alone would emit AVX-512 on
+    a Zen 4 VM without it, and the process would die with SIGILL)."""
+    import subprocess
+    import sys
+
+    from tvm.target.codegen import llvm_get_cpu_features
+
+    from tuning.targets import VECTOR_FEATURE_PREFIXES, cpu_flags, normalized_feature
+
+    host = resolve_target("host")
+    flags = cpu_flags()
+    if flags is not None:  # x86: every vector feature the target implies is in /proc/cpuinfo
+        features = llvm_get_cpu_features(host.tvm())
+        implied = {f for f in features if f.startswith(VECTOR_FEATURE_PREFIXES)}
+        assert implied and {f for f in implied if normalized_feature(f) not in flags} == set()
+    script = f"""
+import numpy as np, tvm
+from tvm import te
+import tvm.s_tir as s_tir
+a = te.placeholder((4096,), "float32", name="a")
+b = te.compute((4096,), lambda i: a[i] * 2.0 + 1.0, name="b")
+sch = s_tir.Schedule(tvm.IRModule({{"main": te.create_prim_func([a, b])}}))
+outer, inner = sch.split(sch.get_loops(sch.get_sblock("b"))[0], [None, 64])
+sch.vectorize(inner)
+lib = tvm.compile(sch.mod, target=tvm.target.Target({host.canonical!r}))
+x = tvm.runtime.tensor(np.arange(4096, dtype="float32"))
+y = tvm.runtime.tensor(np.zeros(4096, dtype="float32"))
+lib["main"](x, y)
+assert np.allclose(y.numpy(), np.arange(4096) * 2 + 1)
+"""
+    run = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 0, (run.returncode, run.stderr[-2000:])
 
 
 def test_equal_targets_are_canonically_equal() -> None:
