@@ -185,6 +185,7 @@ def run_search(
             raise stop.error from None
         raise
     finally:
+        builder.shutdown()
         pool = getattr(runner, "pool", None)
         if pool is not None:
             pool.shutdown()
