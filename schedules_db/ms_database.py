@@ -134,6 +134,15 @@ class StoreDatabase(PyDatabase):
         )
         self.new_records += int(added)
 
+    def is_stored(self, mod: Any, trace: Any) -> bool:
+        """True if ``trace`` (a candidate's, for workload ``mod``) is already stored for this
+        target: measuring it again would add no record."""
+        entry = self._lookup(mod, create=False)
+        if entry is None:
+            return False
+        raw_trace = _ffi_api.TuningRecordAsJSON(TuningRecord(trace, entry[1]))[0]
+        return self.store.has_trace(entry[0], self.target_id, trace_to_text(raw_trace))
+
     def _to_record(self, row: Any, workload: Workload) -> TuningRecord:
         return TuningRecord.from_json(
             [trace_from_text(row.trace_json), row.run_secs, self.target_json, row.args_info],

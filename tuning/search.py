@@ -136,17 +136,23 @@ def run_search(
     from tvm.s_tir.meta_schedule import TuneContext
     from tvm.s_tir.meta_schedule.cost_model import XGBModel
     from tvm.s_tir.meta_schedule.measure_callback import MeasureCallback
+    from tvm.s_tir.meta_schedule.search_strategy import SearchStrategy
     from tvm.s_tir.meta_schedule.tune import tune_tasks
+
+    from tuning.fresh_candidates import FreshCandidates
 
     # The schedule rules look tensor intrinsics up by name: register the families this target
     # can use (a no-op after the first time; see tuning.intrinsics).
     load_tensor_intrinsics([dict(target.export())])
     cores = num_cores or physical_cores()
+    strategy: Any = "evolutionary"
+    if hasattr(database, "is_stored"):  # the store's database: never re-measure a stored trace
+        strategy = FreshCandidates(SearchStrategy.create("evolutionary"), database.is_stored)
     context = TuneContext(
         mod=mod,
         target=target,
         space_generator=space_generator(space, target, mod),
-        search_strategy="evolutionary",
+        search_strategy=strategy,
         task_name="main",
         rand_state=-1 if seed is None else seed,
         num_threads=cores,

@@ -3,8 +3,10 @@ the stored records instead of starting over."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from schedules_db import Store, make_engine, upgrade_schema
 from schedules_db.ms_database import StoreDatabase
@@ -23,6 +25,12 @@ def test_tvm_series_of_versions() -> None:
 
 
 def test_a_bigger_budget_continues_from_the_stored_records(tmp_path: Path) -> None:
+    from tvm.s_tir.meta_schedule import TuneContext
+    from tvm.s_tir.meta_schedule.cost_model import RandomModel
+    from tvm.s_tir.meta_schedule.search_strategy import SearchStrategy
+
+    from tuning.fresh_candidates import FreshCandidates
+
     engine = make_engine(f"sqlite:///{tmp_path / 'store.db'}")
     upgrade_schema(engine)
     store = Store(engine, tvm_series=current_tvm_series())
@@ -53,6 +61,36 @@ def test_a_bigger_budget_continues_from_the_stored_records(tmp_path: Path) -> No
     best = store.best_schedule(wid, tid)
     assert best.trials == 32 and store.get_job(more.id).trials_done == 32
     assert best.latency_us <= best_after_first.latency_us
+
+    # MetaSchedule's evolutionary search seeds each round with the database's best records and
+    # would measure them again; `FreshCandidates` drops them (the "all of them new" above), and
+    # ends a search that finds only stored schedules.
+    database = StoreDatabase(store, tid)
+    # The store's text form of a trace is what is_stored compares: every stored record is found.
+    workload = database.commit_workload(spec.mod)
+    for row in store.records(tid):
+        assert database.is_stored(spec.mod, database._to_record(row, workload).trace)
+
+    def search(is_stored: Callable[[Any, Any], bool]) -> Any:
+        tune = TuneContext(
+            mod=spec.mod, target=target.tvm(), space_generator="post-order-apply",
+            search_strategy=FreshCandidates(
+                SearchStrategy.create("evolutionary", population_size=64), is_stored
+            ),
+            num_threads=2,
+        )  # fmt: skip
+        tune.search_strategy.pre_tuning(
+            64, 32, tune.generate_design_space(), database, RandomModel()
+        )
+        return tune  # the strategy holds a raw pointer to its TuneContext: keep it alive
+
+    # The database's 32 records seed the search's first population; none is offered again.
+    fresh = search(database.is_stored)
+    candidates = fresh.search_strategy.generate_measure_candidates()
+    assert candidates and not any(database.is_stored(spec.mod, c.sch.trace) for c in candidates)
+    # A search that finds nothing new ends instead of measuring old schedules.
+    stale = search(lambda mod, trace: True)
+    assert stale.search_strategy.generate_measure_candidates() is None
     engine.dispose()
 
 
