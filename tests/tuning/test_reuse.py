@@ -40,26 +40,26 @@ def test_a_bigger_budget_continues_from_the_stored_records(tmp_path: Path) -> No
     wid = store.get_or_create_workload(spec.shash, spec.mod_json, "matmul", spec.params, 1.0).id
     context = WorkerContext(
         store=store, artifact_dir=tmp_path / "artifacts", worker_name="pytest",
-        num_trials_per_iter=8,
+        num_trials_per_iter=4,
     )  # fmt: skip
 
-    first = store.create_job(wid, tid, 16, "q")
+    first = store.create_job(wid, tid, 8, "q")
     assert run_job(context, first.id) == "succeeded"
     best_after_first = store.best_schedule(wid, tid)
-    assert best_after_first.trials == 16
+    assert best_after_first.trials == 8
 
     # Same budget again: a cache hit, no worker involved.
-    again = store.create_job(wid, tid, 16, "q")
+    again = store.create_job(wid, tid, 8, "q")
     assert again.cache_hit and again.schedule_id == best_after_first.id
 
-    more = store.create_job(wid, tid, 32, "q")
+    more = store.create_job(wid, tid, 16, "q")
     assert not more.cache_hit
     assert run_job(context, more.id) == "succeeded"
-    # Only the 16 missing candidates were measured, all of them new.
-    assert store.count_records(tid, wid, more.id) == 16
-    assert store.count_records(tid, wid) == 32
+    # Only the 8 missing candidates were measured, all of them new.
+    assert store.count_records(tid, wid, more.id) == 8
+    assert store.count_records(tid, wid) == 16
     best = store.best_schedule(wid, tid)
-    assert best.trials == 32 and store.get_job(more.id).trials_done == 32
+    assert best.trials == 16 and store.get_job(more.id).trials_done == 16
     assert best.latency_us <= best_after_first.latency_us
 
     # MetaSchedule's evolutionary search seeds each round with the database's best records and
@@ -84,7 +84,7 @@ def test_a_bigger_budget_continues_from_the_stored_records(tmp_path: Path) -> No
         )
         return tune  # the strategy holds a raw pointer to its TuneContext: keep it alive
 
-    # The database's 32 records seed the search's first population; none is offered again.
+    # The database's 16 records seed the search's first population; none is offered again.
     fresh = search(database.is_stored)
     candidates = fresh.search_strategy.generate_measure_candidates()
     assert candidates and not any(database.is_stored(spec.mod, c.sch.trace) for c in candidates)
