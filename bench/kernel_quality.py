@@ -69,17 +69,21 @@ def nominal_peak_gflops(cores: int) -> tuple[float, str]:
 
 def measured_peak_gflops(target: dict, threads: int, lanes: int) -> float:
     """fp32 FMA throughput of this machine, measured: one thread per core, each running 16
-    independent vector FMA chains held in registers (no memory traffic), compiled by TVM for
-    ``target``. What a perfect kernel could reach on these cores at the clock they really run."""
+    (AVX2: 8) independent vector FMA chains held in registers (no memory traffic), compiled by
+    TVM for ``target``. What a perfect kernel could reach on these cores at the clock they
+    really run."""
     import tvm
     import tvm.s_tir as s_tir
     from tvm import te
 
-    acc, depth = 16, 1 << 20
+    # acc[a] += x[a % 4] * y: `acc` chains and 5 operands in registers, `acc` FMAs per
+    # iteration. AVX-512 has 32 vector registers (16 chains); AVX2 has 16, where 16 chains spill
+    # (measured on a Zen 4 VM without AVX-512: 91 GFLOPS of a nominal 166) and 8 chains, 2 FMA
+    # pipes x 4 cycles of latency, keep both pipes busy.
+    acc, depth = (16 if lanes >= 16 else 8), 1 << 20
     x = te.placeholder((threads, 4, lanes), name="x")
     y = te.placeholder((threads, lanes), name="y")
     k = te.reduce_axis((0, depth), name="k")
-    # acc[a] += x[a % 4] * y: 16 chains, 5 operands in registers, 16 FMAs per iteration.
     out = te.compute(
         (threads, acc, lanes),
         lambda t, a, v: te.sum(x[t, a % 4, v] * y[t, v], axis=k),
