@@ -28,7 +28,6 @@ class FreshCandidates(PySearchStrategy):
         self.is_stored = is_stored
         self.max_stale_rounds = max_stale_rounds
         self.mod: Any = None
-        self.dropped = 0  # candidates not measured because they were stored
 
     def _initialize_with_tune_context(self, context: Any) -> None:
         self.mod = context.mod
@@ -55,7 +54,6 @@ class FreshCandidates(PySearchStrategy):
             if candidates is None:
                 return None
             fresh = [c for c in candidates if not self.is_stored(self.mod, c.sch.trace)]
-            self.dropped += len(candidates) - len(fresh)
             if fresh:
                 return fresh
         return None

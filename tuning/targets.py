@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 import os
 import platform
@@ -44,6 +46,12 @@ def host_target_spec() -> dict[str, Any]:
     LLVM names the CPU by family and model, and the name implies an ISA: a Zen 4 whose hypervisor
     hides AVX-512 is still ``znver4``, and code built for plain ``znver4`` dies there with SIGILL.
     """
+    return copy.deepcopy(_host_target_spec())  # callers may change their copy
+
+
+@functools.cache
+def _host_target_spec() -> dict[str, Any]:
+    """`host_target_spec`, worked out once per process (~7 ms: several LLVM target lookups)."""
     from tvm.target.codegen import llvm_get_system_cpu
 
     spec: dict[str, Any] = {"kind": "llvm", "mcpu": llvm_get_system_cpu()}
