@@ -13,7 +13,7 @@ from typing import Any
 from tuning.builder import make_builder
 from tuning.devices import Measurer
 from tuning.intrinsics import load_tensor_intrinsics
-from tuning.spaces import PLAIN, space_generator
+from tuning.spaces import PACKED, PLAIN, space_generator
 from tuning.targets import physical_cores
 
 log = logging.getLogger("tunehub.search")
@@ -145,7 +145,9 @@ def run_search(
     space's module (`tuning.spaces.space_module`). ``measure_first``: traces (postprocessed,
     for ``mod``), of which the first batch's worth is measured before the evolutionary search
     (a warm start's seeds: MetaSchedule only measures database candidates its cost model ranks
-    first); they count against ``trials``, are stored, and train the cost model like any batch.
+    first); in the packed space, register-tile seeds (`tuning.tile_seeds`) fill the rest of that
+    batch. Seeds count against ``trials``, are stored, and train the cost model like any batch;
+    a seed the store already holds is not measured again.
     """
     from tvm.s_tir.meta_schedule import TuneContext
     from tvm.s_tir.meta_schedule.cost_model import XGBModel
@@ -159,7 +161,9 @@ def run_search(
     # can use (a no-op after the first time; see tuning.intrinsics).
     load_tensor_intrinsics([dict(target.export())])
     cores = num_cores or physical_cores()
-    first = list(measure_first)[: batch_size(trials, num_trials_per_iter)]
+    first_size = batch_size(trials, num_trials_per_iter)
+    generator = space_generator(space, target, mod)
+    first = first_batch(mod, target, generator, database, space, cores, measure_first, first_size)
     rest = trials - len(first)
     per_batch = batch_size(max(rest, 1), num_trials_per_iter)
     strategy = SearchStrategy.create("evolutionary", population_size=population_size(per_batch))
@@ -168,7 +172,7 @@ def run_search(
     context = TuneContext(
         mod=mod,
         target=target,
-        space_generator=space_generator(space, target, mod),
+        space_generator=generator,
         search_strategy=strategy,
         task_name="main",
         rand_state=-1 if seed is None else seed,
@@ -212,6 +216,44 @@ def run_search(
             pool.shutdown()
 
 
+def first_batch(
+    mod: Any,
+    target: Any,
+    generator: Any,
+    database: Any,
+    space: str,
+    cores: int,
+    given: list[Any],
+    size: int,
+) -> list[Any]:
+    """What the search measures before its evolutionary rounds, at most ``size`` traces: the
+    ``given`` ones (a warm start's seeds), then, in the packed space, its register-tile seeds
+    (`tuning.tile_seeds`); none that the store already holds."""
+    from tvm.s_tir.meta_schedule import TuneContext
+
+    from tuning.spaces import register_tile_limit
+    from tuning.tile_seeds import register_tile_seeds
+
+    first = list(given)
+    if space == PACKED and len(first) < size:
+        try:
+            # A throwaway context: generating the design spaces initialises ``generator``.
+            context = TuneContext(mod=mod, target=target, space_generator=generator.clone())
+            postprocs = list(context.space_generator.postprocs)
+            first += register_tile_seeds(
+                mod,
+                context.generate_design_space(),
+                postprocs,
+                register_tile_limit(target),
+                cores,
+            )
+        except Exception:  # noqa: BLE001 - seeds are an optimisation, never a reason to fail
+            log.exception("register-tile seeds failed; the search starts without them")
+    if hasattr(database, "is_stored"):
+        first = [trace for trace in first if not database.is_stored(mod, trace)]
+    return first[:size]
+
+
 def _measure_first_batch(
     context: Any,
     traces: list[Any],
@@ -239,7 +281,10 @@ def _measure_first_batch(
     for trace in traces:
         sch = Schedule(context.mod)
         trace.apply_to_schedule(sch, remove_postproc=False)
-        candidates.append(MeasureCandidate(sch, ArgInfo.from_prim_func(sch.mod["main"])))
+        # As MetaSchedule's own candidates: the arguments the kernel takes once the layout
+        # rewrite's preproc block is gone (a packed weight in its packed shape).
+        args_info = ArgInfo.from_entry_func(sch.mod, remove_preproc=True)
+        candidates.append(MeasureCandidate(sch, args_info))
     built = builder.build([BuilderInput(c.sch.mod, context.target) for c in candidates])
     # The runner names devices as MetaSchedule's task scheduler does ("cpu", "cuda", ...).
     device = str(tvm.runtime.device(context.target.get_target_device_type(), 0)).split(":")[0]
