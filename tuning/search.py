@@ -228,7 +228,7 @@ def first_batch(
 ) -> list[Any]:
     """What the search measures before its evolutionary rounds, at most ``size`` traces: the
     ``given`` ones (a warm start's seeds), then, in the packed space, its register-tile seeds
-    (`tuning.tile_seeds`); none that the store already holds."""
+    (`tuning.tile_seeds`); each once, and none that the store already holds."""
     from tvm.s_tir.meta_schedule import TuneContext
 
     from tuning.spaces import register_tile_limit
@@ -249,9 +249,10 @@ def first_batch(
             )
         except Exception:  # noqa: BLE001 - seeds are an optimisation, never a reason to fail
             log.exception("register-tile seeds failed; the search starts without them")
+    unique = list({str(trace): trace for trace in first}.values())  # a seed of both kinds once
     if hasattr(database, "is_stored"):
-        first = [trace for trace in first if not database.is_stored(mod, trace)]
-    return first[:size]
+        unique = [trace for trace in unique if not database.is_stored(mod, trace)]
+    return unique[:size]
 
 
 def _measure_first_batch(

@@ -168,4 +168,9 @@ def test_a_packed_job_measures_its_register_tile_seeds_first(tmp_path) -> None:
     assert [structural_hash(_scheduled(mod, t)) for t in later] == [
         structural_hash(_scheduled(mod, t)) for t in seeds[4:8]
     ]
+    # A warm start's seed that is also a register-tile seed is measured once, first.
+    warm = first_batch(mod, target, generator, database, PACKED, 2, [seeds[5]], 4)
+    assert [structural_hash(_scheduled(mod, t)) for t in warm] == [
+        structural_hash(_scheduled(mod, t)) for t in (seeds[5], seeds[4], seeds[6], seeds[7])
+    ]
     engine.dispose()
