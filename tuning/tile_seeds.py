@@ -17,7 +17,7 @@ schedules at 223-227 GFLOPS (14 accumulators, the whole reduction inside them).
   budget (`tuning.spaces.register_tile_limit`), then smaller ones;
 * the outer levels take enough iterations for every core (``PARALLEL_PER_CORE`` chunks each),
   the rest stays in the second level, where the tile's write-back is placed;
-* a padding stage is inlined where it can be, and the unroll step is 16 or 64.
+* a padding stage is inlined where it can be, and the unroll step is 16.
 
 They are only seeds: the job measures a first batch of them before the evolutionary search
 (`tuning.search` ``measure_first``), the search breeds from the best, and every schedule is
@@ -36,6 +36,7 @@ log = logging.getLogger("tunehub.tile_seeds")
 PARALLEL_PER_CORE = 8  # outer chunks per core: enough to balance, few enough to keep tiles big
 UNROLL_CHOICES = (1,)  # index into MetaSchedule's unroll candidates (0, 16, 64, 512): 16
 INLINE = -2  # SampleComputeLocation's decision for "inline into the consumer"
+BLOCKS_PER_SPACE = 4  # register blocks tried in each design space, largest first
 
 
 @dataclass(frozen=True)
@@ -187,9 +188,11 @@ def register_tile_seeds(
         if not inner4:
             continue
         outer_extent = inner4[0].extent if len(inner4) == 2 else 1
-        blocks = register_blocks(inner4[-1].extent, outer_extent, register_budget, count=4)
+        blocks = register_blocks(
+            inner4[-1].extent, outer_extent, register_budget, count=BLOCKS_PER_SPACE
+        )
         plans.append((space.trace, loops, blocks))
-    for rank in range(4):
+    for rank in range(BLOCKS_PER_SPACE):
         for trace, loops, blocks in plans:
             if rank >= len(blocks):
                 continue
