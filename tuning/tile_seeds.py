@@ -178,7 +178,7 @@ def register_tile_seeds(
     """Seed traces for ``mod`` (the packed space's module): for each register block (largest
     first), each design space and each unroll choice, the schedule `plan_decisions` makes; at
     most ``limit``, distinct, in that order."""
-    seeds, seen = [], set()
+    seeds = []
     plans = []
     for space in design_spaces:
         loops = _tile_loops(mod, space.trace)
@@ -197,13 +197,9 @@ def register_tile_seeds(
             if rank >= len(blocks):
                 continue
             tiles = plan_decisions(loops, blocks[rank], PARALLEL_PER_CORE * cores)
-            for unroll in UNROLL_CHOICES:
-                seed = _apply(mod, trace, tiles, unroll, postprocs)
-                if seed is None:
-                    continue
-                key = json.dumps(seed.as_json(remove_postproc=True), default=str)
-                if key not in seen:
-                    seen.add(key)
-                    seeds.append(seed)
-    log.info("%d register-tile seed(s)", len(seeds))
-    return seeds[:limit]
+            seeds += [_apply(mod, trace, tiles, unroll, postprocs) for unroll in UNROLL_CHOICES]
+    # Distinct by their decisions, in the order of first occurrence (a dict keeps key order).
+    by_key = {json.dumps(s.as_json(remove_postproc=True), default=str): s for s in seeds if s}
+    distinct = list(by_key.values())
+    log.info("%d register-tile seed(s)", len(distinct))
+    return distinct[:limit]

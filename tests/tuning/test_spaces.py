@@ -142,8 +142,8 @@ def test_a_packed_job_publishes_a_verified_packed_kernel(tmp_path) -> None:
     import tvm
 
     from schedules_db import Store, make_engine, upgrade_schema
+    from tests.tuning.store_rows import host_and_workload
     from tuning.job_runner import WorkerContext, run_job
-    from tuning.targets import host_fingerprint
 
     engine = make_engine(f"sqlite:///{tmp_path / 'store.db'}")
     upgrade_schema(engine)
@@ -151,13 +151,7 @@ def test_a_packed_job_publishes_a_verified_packed_kernel(tmp_path) -> None:
     op = get_operator("matmul")
     params = op.Params(M=64, N=64, K=64)
     spec = catalog_workload("matmul", params)
-    host = resolve_target("host")
-    target_id = store.get_or_create_target(
-        host.canonical, host.kind, host.label, host_fingerprint()
-    ).id
-    workload_id = store.get_or_create_workload(
-        spec.shash, spec.mod_json, "matmul", spec.params, spec.flop
-    ).id
+    target_id, workload_id = host_and_workload(store, spec)
     job = store.create_job(workload_id, target_id, 8, "tunehub.test", space=PACKED)
     context = WorkerContext(store, tmp_path / "artifacts", "pytest", num_trials_per_iter=4, seed=5)
     assert run_job(context, job.id) == "succeeded", store.get_job(job.id).error

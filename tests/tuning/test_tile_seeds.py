@@ -130,9 +130,9 @@ def test_a_packed_job_measures_its_register_tile_seeds_first(tmp_path) -> None:
     a later job of the workload would not measure them again."""
     from schedules_db import Store, make_engine, upgrade_schema
     from schedules_db.ms_database import StoreDatabase
+    from tests.tuning.store_rows import host_and_workload
     from tuning.job_runner import WorkerContext, run_job
     from tuning.search import first_batch
-    from tuning.targets import host_fingerprint
     from tuning.verify import apply_trace
 
     engine = make_engine(f"sqlite:///{tmp_path / 'store.db'}")
@@ -146,13 +146,7 @@ def test_a_packed_job_measures_its_register_tile_seeds_first(tmp_path) -> None:
         register_tile_limit(target),
         2,
     )
-    host = resolve_target("host")
-    target_id = store.get_or_create_target(
-        host.canonical, host.kind, host.label, host_fingerprint()
-    ).id
-    workload_id = store.get_or_create_workload(
-        spec.shash, spec.mod_json, "matmul", spec.params, spec.flop
-    ).id
+    target_id, workload_id = host_and_workload(store, spec)
     worker = WorkerContext(store, tmp_path / "artifacts", "pytest", num_trials_per_iter=4, seed=3)
     job = store.create_job(workload_id, target_id, 4, "tunehub.test", space=PACKED)
     assert run_job(worker, job.id) == "succeeded", store.get_job(job.id).error
