@@ -34,7 +34,7 @@ from typing import Any
 log = logging.getLogger("tunehub.tile_seeds")
 
 PARALLEL_PER_CORE = 8  # outer chunks per core: enough to balance, few enough to keep tiles big
-UNROLL_CHOICES = (1,)  # index into MetaSchedule's unroll candidates (0, 16, 64, 512): 16
+UNROLL_STEP = 16  # of MetaSchedule's unroll candidates (0, 16, 64, 512)
 INLINE = -2  # SampleComputeLocation's decision for "inline into the consumer"
 BLOCKS_PER_SPACE = 4  # register blocks tried in each design space, largest first
 
@@ -82,6 +82,11 @@ def _split_outer(extents: list[int], parallel: int) -> list[int]:
     return factors
 
 
+def block_loops(loops: list[TileLoop]) -> list[TileLoop]:
+    """The loops a register block spans: the two innermost non-unit 4-level (spatial) ones."""
+    return [loop for loop in loops if loop.levels == 4 and loop.extent > 1][-2:]
+
+
 def plan_decisions(
     loops: list[TileLoop], block: tuple[int, int], parallel: int
 ) -> dict[int, list[int]]:
@@ -89,7 +94,7 @@ def plan_decisions(
     block's factors on the two innermost 4-level loops, the reductions whole inside it, the
     outer level split for ``parallel`` chunks, the rest in the second level."""
     spatial = [loop for loop in loops if loop.levels in (3, 4)]
-    inner4 = [loop for loop in spatial if loop.levels == 4 and loop.extent > 1][-2:]
+    inner4 = block_loops(loops)
     register = {loop.position: 1 for loop in spatial}
     if len(inner4) == 2:
         register[inner4[0].position], register[inner4[1].position] = block
@@ -131,9 +136,9 @@ def _tile_loops(mod: Any, trace: Any) -> list[TileLoop] | None:
     return loops if all(loop.levels in (2, 3, 4) for loop in loops) else None
 
 
-def _apply(mod: Any, trace: Any, tiles: dict[int, list[int]], unroll: int, postprocs: list[Any]):  # noqa: ANN202
-    """``trace`` replayed on ``mod`` with ``tiles``, ``unroll`` and padding inlined where it
-    can be, postprocessed; None when it does not apply."""
+def _apply(mod: Any, trace: Any, tiles: dict[int, list[int]], postprocs: list[Any]) -> Any:
+    """``trace`` replayed on ``mod`` with ``tiles``, an unroll step of `UNROLL_STEP` and padding
+    inlined where it can be, postprocessed; None when it does not apply."""
     from tvm.s_tir.schedule import Schedule
 
     def attempt(inline: bool) -> Any:
@@ -147,8 +152,10 @@ def _apply(mod: Any, trace: Any, tiles: dict[int, list[int]], unroll: int, postp
             position += 1
             if position in tiles:
                 return tiles[position]
-            if inst.kind.name == "SampleCategorical" and len(inst.attrs[0]) == 4:
-                return unroll  # the unroll step: MetaSchedule's only 4-way choice here
+            if inst.kind.name == "SampleCategorical":  # the unroll step, in the CPU spaces
+                candidates = [int(c) for c in inst.attrs[0]]
+                if UNROLL_STEP in candidates:
+                    return candidates.index(UNROLL_STEP)
             if inst.kind.name == "SampleComputeLocation" and inline:
                 return INLINE
             return decision
@@ -176,15 +183,15 @@ def register_tile_seeds(
     limit: int = 16,
 ) -> list[Any]:
     """Seed traces for ``mod`` (the packed space's module): for each register block (largest
-    first), each design space and each unroll choice, the schedule `plan_decisions` makes; at
-    most ``limit``, distinct, in that order."""
+    first) and each design space, the schedule `plan_decisions` makes; at most ``limit``,
+    distinct, in that order."""
     seeds = []
     plans = []
     for space in design_spaces:
         loops = _tile_loops(mod, space.trace)
         if not loops:
             continue
-        inner4 = [loop for loop in loops if loop.levels == 4 and loop.extent > 1][-2:]
+        inner4 = block_loops(loops)
         if not inner4:
             continue
         outer_extent = inner4[0].extent if len(inner4) == 2 else 1
@@ -197,7 +204,7 @@ def register_tile_seeds(
             if rank >= len(blocks):
                 continue
             tiles = plan_decisions(loops, blocks[rank], PARALLEL_PER_CORE * cores)
-            seeds += [_apply(mod, trace, tiles, unroll, postprocs) for unroll in UNROLL_CHOICES]
+            seeds.append(_apply(mod, trace, tiles, postprocs))
     # Distinct by their decisions, in the order of first occurrence (a dict keeps key order).
     by_key = {json.dumps(s.as_json(remove_postproc=True), default=str): s for s in seeds if s}
     distinct = list(by_key.values())
