@@ -19,9 +19,9 @@ schedules at 223-227 GFLOPS (14 accumulators, the whole reduction inside them).
   the rest stays in the second level, where the tile's write-back is placed;
 * a padding stage is inlined where it can be, and the unroll step is 16.
 
-They are only seeds: the job measures a first batch of them before the evolutionary search
-(`tuning.search` ``measure_first``), the search breeds from the best, and every schedule is
-verified as before.
+They are only seeds: the job measures a batch of them before the evolutionary search
+(`tuning.search.first_batch`, after a warm start's neighbour seeds), the search breeds from the
+best, and every schedule is verified as before.
 """
 
 from __future__ import annotations
