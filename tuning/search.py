@@ -231,7 +231,6 @@ def first_batch(
     (`tuning.tile_seeds`); each once, and none that the store already holds."""
     from tvm.s_tir.meta_schedule import TuneContext
 
-    from tuning.spaces import register_tile_limit
     from tuning.tile_seeds import register_tile_seeds
 
     first = list(given)
@@ -239,14 +238,7 @@ def first_batch(
         try:
             # A throwaway context: generating the design spaces initialises ``generator``.
             context = TuneContext(mod=mod, target=target, space_generator=generator.clone())
-            postprocs = list(context.space_generator.postprocs)
-            first += register_tile_seeds(
-                mod,
-                context.generate_design_space(),
-                postprocs,
-                register_tile_limit(target),
-                cores,
-            )
+            first += register_tile_seeds(context, cores)
         except Exception:  # noqa: BLE001 - seeds are an optimisation, never a reason to fail
             log.exception("register-tile seeds failed; the search starts without them")
     unique = list({str(trace): trace for trace in first}.values())  # a seed of both kinds once

@@ -174,17 +174,17 @@ def _apply(mod: Any, trace: Any, tiles: dict[int, list[int]], postprocs: list[An
     return None
 
 
-def register_tile_seeds(
-    mod: Any,
-    design_spaces: list[Any],
-    postprocs: list[Any],
-    register_budget: int,
-    cores: int,
-    limit: int = 16,
-) -> list[Any]:
-    """Seed traces for ``mod`` (the packed space's module): for each register block (largest
-    first) and each design space, the schedule `plan_decisions` makes; at most ``limit``,
-    distinct, in that order."""
+def register_tile_seeds(context: Any, cores: int, limit: int = 16) -> list[Any]:
+    """Seed traces for an initialised packed-space `TuneContext` (its module, design spaces,
+    postprocessors and target's register budget): for each register block (largest first) and
+    each design space, the schedule `plan_decisions` makes; at most ``limit``, distinct, in
+    that order."""
+    from tuning.spaces import register_tile_limit
+
+    mod = context.mod
+    postprocs = list(context.space_generator.postprocs)
+    register_budget = register_tile_limit(context.target)
+    design_spaces = context.generate_design_space()
     seeds = []
     plans = []
     for space in design_spaces:

@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests.tuning.test_spaces import _library_matches_numpy
 from tuning.catalog import get_operator
 from tuning.packing import split_packed
 from tuning.spaces import PACKED, register_tile_limit, space_generator, space_module
 from tuning.targets import resolve_target
 from tuning.tile_seeds import TileLoop, plan_decisions, register_blocks, register_tile_seeds
-from tuning.verify import run_module
 from tuning.workload import catalog_workload, structural_hash
 
 
@@ -84,14 +84,9 @@ def _tile_decisions(trace) -> list[list[int]]:  # noqa: ANN001
     ],
 )
 def test_seeds_hold_whole_reductions_and_match_numpy(operator: str, params: dict, tmp_path) -> None:
-    import tvm
-    from tvm.s_tir.schedule import Schedule
-
     op, spec, target, mod, context = _packed_context(operator, params)
     budget = register_tile_limit(target)
-    seeds = register_tile_seeds(
-        mod, context.generate_design_space(), list(context.space_generator.postprocs), budget, 2
-    )
+    seeds = register_tile_seeds(context, cores=2)
     assert len(seeds) >= 2
     for trace in seeds:
         tiles = _tile_decisions(trace)
@@ -102,19 +97,9 @@ def test_seeds_hold_whole_reductions_and_match_numpy(operator: str, params: dict
         accumulators = int(np.prod([t[3] for t in spatial]))
         assert 1 < accumulators <= budget
     assert len({structural_hash(_scheduled(mod, t)) for t in seeds}) == len(seeds)
-    p = op.Params(**params)
-    inputs, expected = op.make_case(p, spec.mod["main"], np.random.default_rng(2))
-    rtol, atol = op.tolerance(p)
-    out_shape = [int(x) for x in spec.mod["main"].params[-1].shape]
-    sch = Schedule(mod)
-    seeds[0].apply_to_schedule(sch, remove_postproc=False)
-    split = split_packed(sch.mod)
-    path = tmp_path / "seed.so"
-    tvm.compile(split.mod, target=target).export_library(str(path))
-    module = tvm.runtime.load_module(str(path))
-    for packed in ([], split.packed):
-        actual = run_module(module, "llvm", inputs, out_shape, "float32", packed)
-        np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol)
+    # Through main and through pack_1 + main_packed, against numpy.
+    split = split_packed(_scheduled(mod, seeds[0]))
+    _library_matches_numpy(op, spec, target, split, params, tmp_path, seed=2)
 
 
 def _scheduled(mod, trace):  # noqa: ANN001, ANN202
@@ -139,13 +124,7 @@ def test_a_packed_job_measures_its_register_tile_seeds_first(tmp_path) -> None:
     upgrade_schema(engine)
     store = Store(engine)
     op, spec, target, mod, context = _packed_context("matmul", {"M": 64, "N": 32, "K": 64})
-    seeds = register_tile_seeds(
-        mod,
-        context.generate_design_space(),
-        list(context.space_generator.postprocs),
-        register_tile_limit(target),
-        2,
-    )
+    seeds = register_tile_seeds(context, cores=2)
     target_id, workload_id = host_and_workload(store, spec)
     worker = WorkerContext(store, tmp_path / "artifacts", "pytest", num_trials_per_iter=4, seed=3)
     job = store.create_job(workload_id, target_id, 4, "tunehub.test", space=PACKED)
