@@ -1,0 +1,184 @@
+"""API tokens: created on the server's host, shown once, kept only as a sha256.
+
+Contract (what every caller may rely on):
+
+* **Secrecy.** A token is ``thb_`` + 32 random bytes (`secrets.token_urlsafe`, 256 bits). Its text
+  is returned once, by `TokenStore.create`, and never stored: the table holds its sha256 (hex).
+  A slow password hash is not needed for random tokens of this entropy, and would make the
+  per-request lookup slow.
+* **Lookup** (`TokenStore.find`) is one indexed query on the hash (unique index), whatever the
+  number of tokens; text without the prefix is refused without a query. `find` returns a token
+  in any state; `TokenInfo.state` says whether it is ``active``, ``expired`` or ``revoked``, and
+  only an active token authenticates anyone.
+* **Identity.** A token's ``name`` is the identity it authenticates (what a job's
+  ``submitted_by`` shows). Several tokens may share a name (rotation: create the new one, then
+  revoke the old by id); `TokenStore.revoke` of a name revokes every active token of it.
+  Names are ``[A-Za-z][A-Za-z0-9._@-]{0,63}``; ``local``, ``anonymous`` and ``import`` are
+  reserved (the auth-off identity, the anonymous reader, the import verification jobs).
+* **Scopes** are granted as a set of `SCOPES`; each implies the ones below it
+  (`effective_scopes`): ``admin`` ⇒ everything, ``submit-code`` ⇒ ``submit`` ⇒ ``read``.
+* **Revocation and expiry** are immediate: the next lookup sees them (there is no cache).
+  Revocation is final; an expiry is fixed at creation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from sqlalchemy import Engine, select, update
+from sqlalchemy.orm import sessionmaker
+
+from schedules_db.models import ApiTokenRow, utcnow
+
+PREFIX = "thb_"
+READ, SUBMIT, SUBMIT_CODE, ADMIN = "read", "submit", "submit-code", "admin"
+SCOPES = (READ, SUBMIT, SUBMIT_CODE, ADMIN)
+IMPLIES: dict[str, frozenset[str]] = {
+    READ: frozenset({READ}),
+    SUBMIT: frozenset({SUBMIT, READ}),
+    SUBMIT_CODE: frozenset({SUBMIT_CODE, SUBMIT, READ}),
+    ADMIN: frozenset(SCOPES),
+}
+NAME_PATTERN = re.compile(r"[A-Za-z][A-Za-z0-9._@-]{0,63}")
+RESERVED_NAMES = frozenset({"local", "anonymous", "import"})
+
+
+def effective_scopes(granted: Iterable[str]) -> frozenset[str]:
+    """Every scope the granted ones imply (unknown names are ignored)."""
+    return frozenset().union(*(IMPLIES.get(scope, frozenset()) for scope in granted))
+
+
+def hash_token(text: str) -> str:
+    """The stored form of a token: the sha256 of its text, hex."""
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    """SQLite hands back naive datetimes; every stored time is UTC."""
+    if value is not None and value.tzinfo is None:
+        return value.replace(tzinfo=timezone.utc)
+    return value
+
+
+@dataclass(frozen=True)
+class TokenInfo:
+    """A token as stored (never its text)."""
+
+    id: int
+    name: str
+    scopes: tuple[str, ...]  # as granted, in `SCOPES` order
+    created_at: datetime
+    expires_at: datetime | None
+    revoked_at: datetime | None
+    last_used_at: datetime | None
+
+    @classmethod
+    def of(cls, row: ApiTokenRow) -> TokenInfo:
+        """The info of a row."""
+        return cls(
+            id=row.id,
+            name=row.name,
+            scopes=tuple(s for s in SCOPES if s in row.scopes),
+            created_at=_utc(row.created_at),
+            expires_at=_utc(row.expires_at),
+            revoked_at=_utc(row.revoked_at),
+            last_used_at=_utc(row.last_used_at),
+        )
+
+    @property
+    def effective(self) -> frozenset[str]:
+        """The granted scopes and every scope they imply."""
+        return effective_scopes(self.scopes)
+
+    def state(self, now: datetime | None = None) -> str:
+        """``revoked``, ``expired`` or ``active`` at ``now`` (default: the current time)."""
+        if self.revoked_at is not None:
+            return "revoked"
+        if self.expires_at is not None and self.expires_at <= (now or utcnow()):
+            return "expired"
+        return "active"
+
+
+class TokenStore:
+    """Create, find, list and revoke API tokens over one engine (see the module contract)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._sessions = sessionmaker(engine, expire_on_commit=False)
+
+    def create(
+        self, name: str, scopes: Iterable[str], expires_at: datetime | None = None
+    ) -> tuple[str, TokenInfo]:
+        """A new token for identity ``name``; returns its text (the only time it exists
+        outside the caller) and its info. ValueError for a bad name, an unknown or empty
+        scope list, or an expiry in the past."""
+        scopes = set(scopes)
+        if not NAME_PATTERN.fullmatch(name) or name in RESERVED_NAMES:
+            raise ValueError(
+                f"token name {name!r} must match {NAME_PATTERN.pattern} and not be one of "
+                f"{', '.join(sorted(RESERVED_NAMES))}"
+            )
+        if not scopes or scopes - set(SCOPES):
+            raise ValueError(f"scopes must be a non-empty subset of {', '.join(SCOPES)}")
+        expires_at = _utc(expires_at)
+        if expires_at is not None and expires_at <= utcnow():
+            raise ValueError(f"expiry {expires_at.isoformat()} is in the past")
+        text = PREFIX + secrets.token_urlsafe(32)
+        row = ApiTokenRow(
+            name=name,
+            token_sha256=hash_token(text),
+            scopes=[s for s in SCOPES if s in scopes],
+            created_at=utcnow(),
+            expires_at=expires_at,
+        )
+        with self._sessions.begin() as session:
+            session.add(row)
+            session.flush()
+            return text, TokenInfo.of(row)
+
+    def find(self, text: str) -> TokenInfo | None:
+        """The token whose text this is, in any state; None if there is none."""
+        if not text.startswith(PREFIX) or len(text) > 256:
+            return None
+        with self._sessions.begin() as session:
+            row = session.scalar(
+                select(ApiTokenRow).where(ApiTokenRow.token_sha256 == hash_token(text))
+            )
+            return None if row is None else TokenInfo.of(row)
+
+    def list(self) -> list[TokenInfo]:
+        """Every token (revoked and expired ones too), oldest first."""
+        with self._sessions.begin() as session:
+            rows = session.scalars(select(ApiTokenRow).order_by(ApiTokenRow.id))
+            return [TokenInfo.of(row) for row in rows]
+
+    def revoke(self, id_or_name: int | str) -> list[TokenInfo]:
+        """Revoke the token with this id, or every active token of this name; returns the
+        tokens revoked now (empty when none was active)."""
+        now = utcnow()
+        with self._sessions.begin() as session:
+            where = (
+                ApiTokenRow.id == id_or_name
+                if isinstance(id_or_name, int)
+                else ApiTokenRow.name == id_or_name
+            )
+            rows = list(
+                session.scalars(select(ApiTokenRow).where(where, ApiTokenRow.revoked_at.is_(None)))
+            )
+            for row in rows:
+                row.revoked_at = now
+            session.flush()
+            return [TokenInfo.of(row) for row in rows]
+
+    def mark_used(self, token_id: int, at: datetime | None = None) -> None:
+        """Record that the token authenticated a request (callers throttle this write)."""
+        with self._sessions.begin() as session:
+            session.execute(
+                update(ApiTokenRow)
+                .where(ApiTokenRow.id == token_id)
+                .values(last_used_at=at or utcnow())
+            )
