@@ -98,6 +98,77 @@ def test_bad_targets_are_rejected_with_a_reason(spec: object, reason: str) -> No
         resolve_target(spec)  # type: ignore[arg-type]
 
 
+def _system_triple() -> str:
+    from tvm.target.codegen import llvm_get_system_triple
+
+    return str(llvm_get_system_triple())
+
+
+REFUSED_TARGETS = [  # (spec, loc of the attribute at fault, words of the reason)
+    ({"kind": "c"}, ("kind",), "not one tunehub tunes"),
+    ({"kind": "ext_dev"}, ("kind",), "not one tunehub tunes"),
+    ({"kind": "hexagon"}, ("kind",), "not one tunehub tunes"),
+    ({"kind": "quantum"}, ("kind",), "quantum"),
+    ({"kind": "llvm", "mcpu": "notacpu"}, ("mcpu",), "not a CPU LLVM"),
+    ({"kind": "llvm", "mtriple": "aarch64-linux-gnu", "mcpu": "znver4"}, ("mcpu",), "aarch64"),
+    ({"kind": "llvm", "mcpu": "znver4\u0000"}, ("mcpu",), "must be a name"),
+    ({"kind": "llvm", "mattr": ["+nonexistentfeature"]}, ("mattr", 0), "no feature"),
+    ({"kind": "llvm", "mattr": ["+avx2", "-sse41"]}, ("mattr", 1), "no feature 'sse41'"),
+    ({"kind": "llvm", "mattr": ["avx2"]}, ("mattr", 0), "'\\+feature'"),
+    ({"kind": "llvm", "mattr": "+avx2"}, ("mattr",), "list"),
+    ({"kind": "llvm", "mtriple": "foo-bar-baz"}, ("mtriple",), "not a triple"),
+    ({"kind": "llvm", "mtriple": "nvptx64-nvidia-cuda"}, ("mtriple",), "CPU code"),
+    ({"kind": "llvm", "num-cores": -5}, ("num-cores",), "at least 1"),
+    ({"kind": "llvm", "num-cores": 0}, ("num-cores",), "at least 1"),
+    ({"kind": "llvm", "num-cores": 10**6}, ("num-cores",), "at most"),
+    ({"kind": "llvm", "opt-level": 7}, ("opt-level",), "opt-level"),
+    ({"kind": "llvm", "cl-opt": ["-print-after-all"]}, ("cl-opt",), "process-wide"),
+    ({"kind": "cuda", "arch": "sm_9999"}, ("arch",), "not a CUDA arch"),
+    ({"kind": "cuda", "arch": "sm_35"}, ("arch",), "sm_50 and newer"),
+    ({"kind": "cuda", "arch": "compute_80"}, ("arch",), "not a CUDA arch"),
+    ({"kind": "cuda"}, ("arch",), "names its arch"),
+    ({"kind": "cuda", "from_device": 0}, ("from_device",), "name the arch"),
+    ({"kind": "cuda", "arch": "sm_80", "max_num_threads": 0}, ("max_num_threads",), "at least"),
+    (
+        {"kind": "cuda", "arch": "sm_80", "host": {"kind": "llvm", "mcpu": "notacpu"}},
+        ("host", "mcpu"),
+        "not a CPU",
+    ),
+    ({"kind": "cuda", "arch": "sm_80", "host": {"kind": "c"}}, ("host",), "llvm target"),
+]
+
+
+@pytest.mark.parametrize("spec, loc, reason", REFUSED_TARGETS)
+def test_targets_tvm_accepts_but_tunehub_cannot_serve_are_refused(
+    spec: dict, loc: tuple, reason: str
+) -> None:
+    """TVM 0.27 builds every one of these targets; none of them names hardware a worker could
+    tune for and serve (the issue: jobs queued for them waited forever)."""
+    with pytest.raises(TargetError, match=reason) as info:
+        resolve_target(spec)
+    assert info.value.loc == loc
+
+
+def test_targets_of_known_names_are_accepted_without_the_hardware() -> None:
+    """Names are checked, not the machine: a cuda target resolves on this GPU-less host, an
+    aarch64 one on x86, and the host's own target (with any features it switches off) too."""
+    from tuning.targets import cuda_archs
+
+    assert resolve_target({"kind": "llvm", "mcpu": "znver4", "num-cores": 2}).label == "znver4-2c"
+    assert resolve_target({"kind": "cuda", "arch": "sm_80"}).label == "cuda-sm_80"
+    assert resolve_target({"kind": "cuda", "arch": "sm_90a"}).canonical["arch"] == "sm_90a"
+    assert {"sm_50", "sm_80", "sm_90a", "sm_120"} <= set(cuda_archs())
+    assert "sm_35" not in cuda_archs() and cuda_archs()[0] == "sm_50"
+    arm = {"kind": "llvm", "mtriple": "aarch64-linux-gnu", "mcpu": "neoverse-v1", "mattr": ["+sve"]}
+    assert resolve_target(arm).canonical["mtriple"] == "aarch64-linux-gnu"
+    explicit = {"kind": "llvm", "mtriple": _system_triple(), "mattr": ["+avx2", "-avx512f"]}
+    assert resolve_target(explicit).canonical["mattr"] == ["+avx2", "-avx512f"]
+    host = resolve_target("host")
+    assert resolve_target(host.canonical) == host  # a stored canonical resolves again
+    zen4_vm = {"kind": "llvm", "mcpu": "znver4", "mattr": ["-avx512f", "-gfni"], "num-cores": 2}
+    assert resolve_target(zen4_vm).label == "znver4-no-avx512f-no-gfni-2c"
+
+
 @pytest.mark.parametrize(
     "params, field, kind",
     [
