@@ -32,9 +32,11 @@ class Base(DeclarativeBase):
 
 
 class TargetRow(Base):
-    """A hardware target: canonical TVM target JSON and the key derived from it."""
+    """A hardware target: canonical TVM target JSON and the key derived from it, and a label for
+    people that names this one target (unique; see `Store.get_or_create_target`)."""
 
     __tablename__ = "targets"
+    __table_args__ = (Index("ix_targets_label", "label", unique=True),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     key: Mapped[str] = mapped_column(String(64), unique=True, nullable=False)

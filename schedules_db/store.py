@@ -14,7 +14,8 @@ Contract (what every caller may rely on):
   and the job's `succeeded` state are committed in one transaction: a reader that sees a schedule
   can always download its artifact, and a succeeded job always has its schedule.
 * **Keys.** Records and schedules are keyed by (workload, target). A record of one target is
-  never returned for another: every record query names both.
+  never returned for another: every record query names both. A target's label names that one
+  target: labels are unique, and the first target to take a label keeps it.
 * **Failed candidates** are stored (they teach the cost model) with ``mean_run_us = NULL`` and are
   never returned as best or top-k.
 * **Readers** see committed data only; a schedule row, once present, is always verified against
@@ -86,6 +87,17 @@ def target_key(canonical: dict[str, Any]) -> str:
     return sha256_hex(canonical_json(canonical))[:32]
 
 
+TARGET_LABEL_LENGTH = 128  # TargetRow.label
+
+
+def target_labels(label: str, key: str) -> list[str]:
+    """The labels a new target with key ``key`` may take, in order of preference: ``label``
+    itself, then ``label`` with a suffix of the key's first 8, 12, 16, 24 or 32 hex digits (the
+    label cut to fit the column)."""
+    fits = [label] if len(label) <= TARGET_LABEL_LENGTH else []
+    return fits + [f"{label[: TARGET_LABEL_LENGTH - n - 1]}-{key[:n]}" for n in (8, 12, 16, 24, 32)]
+
+
 @dataclass(frozen=True)
 class NewRecord:
     """A measured candidate as the MetaSchedule adapter hands it to the store."""
@@ -152,14 +164,43 @@ class Store:
     def get_or_create_target(
         self, canonical: dict[str, Any], kind: str, label: str, fingerprint: dict[str, Any]
     ) -> TargetRow:
-        """Return the target row of a canonical target dict, creating it on first use."""
+        """Return the target row of a canonical target dict, creating it on first use.
+
+        Labels are unique (index ``ix_targets_label``): a new target whose ``label`` another
+        target holds gets the first free one of `target_labels` (``znver4-2c-1a2b3c4d``), so a
+        label keeps naming the target that took it first. Safe with concurrent creators (other
+        processes, SQLite or PostgreSQL): an insert that loses to the same target returns the
+        winner's row; one that loses the label to another target tries the next label.
+        """
         text = canonical_json(canonical)
         key = target_key(canonical)
-        return self._get_or_create(
-            TargetRow,
-            TargetRow.key == key,
-            dict(key=key, canonical_json=text, kind=kind, label=label, fingerprint=fingerprint),
-        )
+        same = TargetRow.key == key
+        with self.session() as s:
+            row = s.scalar(select(TargetRow).where(same))
+        if row is not None:
+            return row
+        candidates = target_labels(label, key)
+        for index, candidate in enumerate(candidates):
+            try:
+                with self.session() as s:
+                    row = TargetRow(
+                        key=key,
+                        canonical_json=text,
+                        kind=kind,
+                        label=candidate,
+                        fingerprint=fingerprint,
+                    )
+                    s.add(row)
+                    s.flush()
+                    return row
+            except IntegrityError:  # the key (created concurrently) or the label is taken
+                with self.session() as s:
+                    row = s.scalar(select(TargetRow).where(same))
+                if row is not None:
+                    return row
+                if index == len(candidates) - 1:
+                    raise
+        raise AssertionError("unreachable: target_labels is never empty")
 
     def get_target(self, target_id: int) -> TargetRow | None:
         """The target row with this id, or None."""
@@ -167,15 +208,11 @@ class Store:
             return s.get(TargetRow, target_id)
 
     def find_target(self, key_or_label: str) -> TargetRow | None:
-        """The target with this key or, failing that, this label (the most recent one)."""
+        """The target with this key or, failing that, this label (labels are unique)."""
         with self.session() as s:
             row = s.scalar(select(TargetRow).where(TargetRow.key == key_or_label))
             if row is None:
-                row = s.scalar(
-                    select(TargetRow)
-                    .where(TargetRow.label == key_or_label)
-                    .order_by(TargetRow.id.desc())
-                )
+                row = s.scalar(select(TargetRow).where(TargetRow.label == key_or_label))
             return row
 
     def list_targets(self) -> list[TargetRow]:

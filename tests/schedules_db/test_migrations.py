@@ -4,12 +4,15 @@ so a model change without its migration fails here, not in production."""
 from __future__ import annotations
 
 import multiprocessing
+from datetime import datetime, timezone
 
+import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import text
+from sqlalchemy import Engine, text
 
-from schedules_db import make_engine, upgrade_schema
+from schedules_db import Store, make_engine, upgrade_schema
+from schedules_db.engine import MIGRATIONS_DIR
 from schedules_db.models import Base
 
 
@@ -49,3 +52,64 @@ def test_concurrent_upgrades_of_an_empty_database_all_succeed(store_url: str) ->
     engine.dispose()
     assert diff == [], diff
     assert len(versions) == 1
+
+
+def _upgrade_to(engine: Engine, revision: str) -> None:
+    """Upgrade to one revision, as `upgrade_schema` does to head."""
+    from alembic import command
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, revision)
+
+
+def test_0008_mends_duplicated_labels_then_makes_them_unique(store_url: str) -> None:
+    """Before 0008 a target could take another's label (the issue's shadowing); upgrading keeps
+    each label on its first target and gives the later ones their key's suffix."""
+    engine = make_engine(store_url)
+    _upgrade_to(engine, "0007")
+    targets = sa.table(
+        "targets",
+        *(sa.column(name) for name in ("key", "canonical_json", "kind", "label")),
+        sa.column("fingerprint", sa.JSON),
+        sa.column("created_at", sa.DateTime(timezone=True)),
+    )
+    rows = [  # (key, label), oldest first
+        ("a" * 32, "znver4-2c"),
+        ("b" * 32, "znver4-2c"),
+        ("c" * 32, "znver4-2c"),  # its 8-digit suffix is taken by the next row
+        ("d" * 32, "znver4-2c-cccccccc"),
+        ("e" * 32, "cuda-sm_80"),
+    ]
+    with engine.begin() as conn:
+        conn.execute(
+            sa.insert(targets),
+            [
+                {
+                    "key": key,
+                    "canonical_json": "{}",
+                    "kind": "llvm",
+                    "label": label,
+                    "fingerprint": {},
+                    "created_at": datetime.now(timezone.utc),
+                }
+                for key, label in rows
+            ],
+        )
+    upgrade_schema(engine)
+    store = Store(engine)
+    labels = {row.key[0]: row.label for row in store.list_targets()}
+    with engine.connect() as conn:
+        diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
+    engine.dispose()
+    assert labels == {
+        "a": "znver4-2c",
+        "b": "znver4-2c-bbbbbbbb",
+        "c": "znver4-2c-cccccccccccc",
+        "d": "znver4-2c-cccccccc",
+        "e": "cuda-sm_80",
+    }
+    assert diff == [], diff
