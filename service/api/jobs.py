@@ -100,25 +100,23 @@ def create_job(body: JobCreate, request: Request) -> dict[str, Any]:
 
 def resolve_job_target(spec: str | dict[str, Any], store: Any) -> ResolvedTarget:
     """ "host", a JSON target, or the key or label of a target the store knows (as
-    ``GET /targets`` lists them, e.g. ``znver4-2c``)."""
+    ``GET /targets`` lists them, e.g. ``znver4-2c``; a label names one target).
+
+    A target tunehub refuses (`resolve_target`; a stored one too) is a 422 ``invalid_target``
+    at ``body.target``, inside a JSON object at the offending attribute (``body.target.mcpu``).
+    """
+    named = None
     if isinstance(spec, str) and spec != HOST and not spec.lstrip().startswith("{"):
-        named = [row for row in store.list_targets() if spec in (row.key, row.label)]
-        if len(named) > 1:
-            keys = ", ".join(row.key for row in named)
-            raise invalid(
-                ("body", "target"),
-                f"target name {spec!r} is ambiguous; use one of the keys {keys}",
-                "ambiguous_target",
-                spec,
-            )
-        if named:
-            return resolve_target(json.loads(named[0].canonical_json))
+        named = store.find_target(spec)
     try:
-        return resolve_target(spec)
+        return resolve_target(json.loads(named.canonical_json) if named else spec)
     except TargetError as err:
-        known = ", ".join(sorted({row.label for row in store.list_targets()})) or "none yet"
-        reason = f"{err} (known target names: {known})" if isinstance(spec, str) else str(err)
-        raise invalid(("body", "target"), reason, "invalid_target", spec) from None
+        loc = ("body", "target", *err.loc) if isinstance(spec, dict) else ("body", "target")
+        reason = str(err)
+        if isinstance(spec, str) and named is None:
+            known = ", ".join(sorted(row.label for row in store.list_targets())) or "none yet"
+            reason = f"{err} (known target names: {known})"
+        raise invalid(loc, reason, "invalid_target", spec) from None
 
 
 def _catalog_workload(body: JobCreate) -> WorkloadSpec:

@@ -78,7 +78,7 @@ def _body(
         ),
         (_body({"M": 8192, "N": 8192, "K": 8192}), ["body", "operator", "params"], "value_error"),
         (_body({"M": 4, "N": 4}), ["body", "operator", "params", "K"], "missing"),
-        (_body(target={"kind": "quantum"}), ["body", "target"], "invalid_target"),
+        (_body(target={"kind": "quantum"}), ["body", "target", "kind"], "invalid_target"),
         (_body(target="llvm -mcpu=znver4"), ["body", "target"], "invalid_target"),
         (_body(trials=0), ["body", "trials"], "greater_than_equal"),
         (_body(trials=-5), ["body", "trials"], "greater_than_equal"),
