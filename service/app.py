@@ -7,10 +7,13 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi.exceptions import RequestValidationError
 
 from schedules_db import Store, make_engine, upgrade_schema
 from service.api import catalog, interchange, jobs, schedules, workers, workloads
+from service.errors import recursion_error_handler, responses, validation_error_handler
 from service.jobqueue import JobQueue
+from service.limits import BodyLimit, route_caps
 from service.reaper import Reaper
 from service.settings import Settings
 from tuning.targets import current_tvm_series
@@ -59,9 +62,13 @@ def create_app(settings: Settings | None = None, run_reaper: bool = True) -> Fas
         catalog.router,
         workers.router,
     ):
-        app.include_router(router, prefix="/api/v1")
+        app.include_router(router, prefix="/api/v1", responses=responses(413))
 
-    @app.get("/healthz", tags=["health"])
+    app.add_exception_handler(RequestValidationError, validation_error_handler)
+    app.add_exception_handler(RecursionError, recursion_error_handler)
+    app.add_middleware(BodyLimit, caps=route_caps(settings), default=settings.max_body_bytes)
+
+    @app.get("/healthz", tags=["health"], responses=responses(413))
     def healthz() -> dict[str, str]:
         """Liveness: the process answers."""
         return {"status": "ok"}

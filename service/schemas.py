@@ -11,6 +11,12 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from schedules_db.models import JobRow, ScheduleRow, TargetRow, WorkloadRow
 from tuning.tir_sandbox import MAX_SOURCE_BYTES
 
+# Path and query ids: the store's id columns are INTEGER, 32-bit on PostgreSQL (which refuses
+# to compare one with 2^31: a 500) and 64-bit on SQLite (which cannot bind 2^63), so an id
+# outside 1..2^31-1 is a 422, never a 500.
+MAX_ROW_ID = 2**31 - 1
+RowId = Annotated[int, Field(ge=1, le=MAX_ROW_ID, description="a row id, 1 to 2^31-1")]
+
 
 class OperatorSpec(BaseModel):
     """A catalog operator and its parameters."""

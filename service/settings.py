@@ -28,6 +28,11 @@ class Settings:
     requeue_after_s: float = 300.0
     num_trials_per_iter: int = 64
     seed: int | None = None  # the search's random seed (None: a fresh one per job)
+    # Request body caps in bytes (service.limits): a 413 beyond them, the rest never read.
+    max_body_bytes: int = 64 * 1024  # every route not named below
+    max_job_body_bytes: int = 2**20  # POST /jobs (raw TIR source is at most 256 KiB)
+    max_import_body_bytes: int = 64 * 2**20  # POST /import (a MetaSchedule JSON database)
+    max_model_body_bytes: int = 256 * 2**20  # POST /models (model uploads)
 
     @classmethod
     def from_env(cls, **overrides: object) -> Settings:
@@ -46,6 +51,10 @@ class Settings:
             ("requeue_after_s", float),
             ("num_trials_per_iter", int),
             ("seed", int),
+            ("max_body_bytes", int),
+            ("max_job_body_bytes", int),
+            ("max_import_body_bytes", int),
+            ("max_model_body_bytes", int),
         ):
             raw = env.get(ENV_PREFIX + name.upper())
             if raw:

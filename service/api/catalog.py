@@ -8,11 +8,12 @@ from typing import Any
 from fastapi import APIRouter, Request
 
 from service.schemas import target_json
+from service.strict_input import StrictRoute
 from tuning.catalog import list_operators
 from tuning.catalog.dtypes import TOLERANCE_RULES
 from tuning.targets import HOST, resolve_target
 
-router = APIRouter(tags=["catalog"])
+router = APIRouter(tags=["catalog"], route_class=StrictRoute)
 
 
 @router.get("/operators")

@@ -19,8 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from schedules_db.store import JobState, NewRecord
 from service.api.jobs import resolve_job_target
 from service.api.schedules import target_id_of
-from service.errors import invalid, not_found
+from service.errors import invalid, not_found, responses
 from service.jobqueue import queue_name
+from service.strict_input import StrictRoute
 from tuning.interchange import (
     RECORD_FILE,
     WORKLOAD_FILE,
@@ -34,7 +35,7 @@ from tuning.interchange import (
 from tuning.targets import HOST, host_fingerprint
 from tuning.tir_sandbox import TirRejected, parse_untrusted
 
-router = APIRouter(tags=["interchange"])
+router = APIRouter(tags=["interchange"], route_class=StrictRoute)
 log = logging.getLogger("tunehub.api")
 
 MAX_WORKLOADS = 200
@@ -50,7 +51,7 @@ class ImportBody(BaseModel):
     records: str = Field(alias=RECORD_FILE, max_length=256 * 2**20)
 
 
-@router.get("/export")
+@router.get("/export", responses=responses(404))
 def export_database(
     request: Request, target: str = Query(description="key, label, 'host' or JSON")
 ) -> dict[str, Any]:

@@ -16,16 +16,17 @@ from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from schedules_db.store import FINAL_STATES, JobState
-from service.errors import invalid, not_found, prefixed
+from service.errors import invalid, not_found, prefixed, responses
 from service.jobqueue import queue_name
-from service.schemas import JobCreate, job_json
+from service.schemas import JobCreate, RowId, job_json
+from service.strict_input import StrictRoute
 from tuning.catalog import get_operator, list_operators
 from tuning.spaces import SpaceError, resolve_space
 from tuning.targets import HOST, ResolvedTarget, TargetError, host_fingerprint, resolve_target
 from tuning.tir_sandbox import TirRejected, parse_untrusted
 from tuning.workload import WorkloadSpec, catalog_workload
 
-router = APIRouter(prefix="/jobs", tags=["jobs"])
+router = APIRouter(prefix="/jobs", tags=["jobs"], route_class=StrictRoute)
 log = logging.getLogger("tunehub.api")
 
 
@@ -177,8 +178,8 @@ def list_jobs(
     return [render_job(request, job, live) for job in jobs]
 
 
-@router.get("/{job_id}")
-def get_job(job_id: int, request: Request) -> dict[str, Any]:
+@router.get("/{job_id}", responses=responses(404))
+def get_job(job_id: RowId, request: Request) -> dict[str, Any]:
     """One job: state, progress, and the schedule once it succeeded."""
     job = request.app.state.store.get_job(job_id)
     if job is None:
@@ -186,8 +187,8 @@ def get_job(job_id: int, request: Request) -> dict[str, Any]:
     return render_job(request, job)
 
 
-@router.post("/{job_id}/cancel")
-def cancel_job(job_id: int, request: Request) -> dict[str, Any]:
+@router.post("/{job_id}/cancel", responses=responses(404))
+def cancel_job(job_id: RowId, request: Request) -> dict[str, Any]:
     """Cancel a job: at once if queued, after the current batch if running (a flag in the job
     row, read by its worker after every batch; works on every broker). A queued job's message is
     also revoked, as a best effort, where the broker can broadcast."""
@@ -205,8 +206,8 @@ EVENTS_POLL_S = 0.5
 EVENTS_KEEPALIVE_S = 15.0
 
 
-@router.get("/{job_id}/events")
-async def job_events(job_id: int, request: Request) -> StreamingResponse:
+@router.get("/{job_id}/events", responses=responses(404))
+async def job_events(job_id: RowId, request: Request) -> StreamingResponse:
     """Server-sent events for one job until it is final: ``state`` when its state changes
     (the first event is always one), ``progress`` when trials or the best latency move, then
     ``end``. Each event's data is the job as ``GET /jobs/{id}`` shows it. A client that loses

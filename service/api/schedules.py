@@ -8,11 +8,12 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import FileResponse, Response
 
 from schedules_db.store import target_key
-from service.errors import invalid, not_found
-from service.schemas import schedule_json
+from service.errors import invalid, not_found, responses
+from service.schemas import RowId, schedule_json
+from service.strict_input import StrictRoute
 from tuning.targets import TargetError, resolve_target
 
-router = APIRouter(prefix="/schedules", tags=["schedules"])
+router = APIRouter(prefix="/schedules", tags=["schedules"], route_class=StrictRoute)
 
 
 def target_id_of(request: Request, target: str) -> int | None:
@@ -46,7 +47,7 @@ def list_schedules(
     request: Request,
     operator: str | None = Query(default=None),
     target: str | None = Query(default=None, description="key, label, 'host' or JSON"),
-    workload_id: int | None = Query(default=None),
+    workload_id: RowId | None = None,
     limit: int = Query(default=100, ge=1, le=1000),
 ) -> list[dict[str, Any]]:
     """Verified best schedules, newest first."""
@@ -59,8 +60,8 @@ def list_schedules(
     return [render(request, row, detail=False) for row in rows]
 
 
-@router.get("/{schedule_id}")
-def get_schedule(schedule_id: int, request: Request) -> dict[str, Any]:
+@router.get("/{schedule_id}", responses=responses(404))
+def get_schedule(schedule_id: RowId, request: Request) -> dict[str, Any]:
     """One schedule with its MetaSchedule trace and the scheduled TIR."""
     row = request.app.state.store.get_schedule(schedule_id)
     if row is None:
@@ -68,8 +69,8 @@ def get_schedule(schedule_id: int, request: Request) -> dict[str, Any]:
     return render(request, row, detail=True)
 
 
-@router.get("/{schedule_id}/artifact", response_model=None)
-def get_artifact(schedule_id: int, request: Request) -> Response:
+@router.get("/{schedule_id}/artifact", response_model=None, responses=responses(304, 404))
+def get_artifact(schedule_id: RowId, request: Request) -> Response:
     """The compiled shared library of a schedule (``ETag`` and ``X-Content-SHA256``: sha256)."""
     store = request.app.state.store
     row = store.get_schedule(schedule_id)

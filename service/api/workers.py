@@ -9,8 +9,9 @@ from fastapi import APIRouter, Request
 
 from schedules_db.models import utcnow
 from service.schemas import iso
+from service.strict_input import StrictRoute
 
-router = APIRouter(prefix="/workers", tags=["workers"])
+router = APIRouter(prefix="/workers", tags=["workers"], route_class=StrictRoute)
 
 
 @router.get("")

@@ -7,10 +7,11 @@ from typing import Any
 from fastapi import APIRouter, Query, Request
 
 from service.api.schedules import render
-from service.errors import not_found
-from service.schemas import target_json, workload_json
+from service.errors import not_found, responses
+from service.schemas import RowId, target_json, workload_json
+from service.strict_input import StrictRoute
 
-router = APIRouter(prefix="/workloads", tags=["workloads"])
+router = APIRouter(prefix="/workloads", tags=["workloads"], route_class=StrictRoute)
 
 
 @router.get("")
@@ -23,8 +24,8 @@ def list_workloads(
     return [workload_json(w) for w in request.app.state.store.list_workloads(operator, limit)]
 
 
-@router.get("/{workload_id}")
-def get_workload(workload_id: int, request: Request) -> dict[str, Any]:
+@router.get("/{workload_id}", responses=responses(404))
+def get_workload(workload_id: RowId, request: Request) -> dict[str, Any]:
     """One workload and, per target it was measured on, the stored records and the verified best
     (fastest first; targets without a verified best last)."""
     store = request.app.state.store

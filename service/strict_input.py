@@ -1,0 +1,151 @@
+"""Strict request input: what Python accepts but JSON, SQL or the store cannot hold is a 422.
+
+`StrictRoute` (``APIRouter(route_class=StrictRoute)``) parses every JSON body with
+`strict_loads` and checks query parameters, so that input never reaches the store it would
+crash (a 5xx) and the 422 names the field (``loc``):
+
+* ``NaN``, ``Infinity`` and ``-Infinity`` (Python's ``json`` reads them) → ``finite_number``;
+* containers nested deeper than `MAX_DEPTH` → ``json_too_deep`` (also where ``json`` itself
+  would overflow the stack); objects with more than `MAX_KEYS` keys → ``too_many_keys`` (each
+  unexpected key would cost a validation error: 55k of them held the event loop 0.5 s);
+* text holding NUL (PostgreSQL cannot store it) or an unpaired UTF-16 surrogate (it has no
+  UTF-8 form), in a body string, a body key or a query parameter → ``string_unicode``;
+* integer literals too long to convert (over 4300 digits) and bodies that are not UTF-8 →
+  ``json_invalid``, where FastAPI would answer 400.
+
+Bodies from `THREAD_PARSE_BYTES` on are parsed in a worker thread, off the event loop.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from fastapi import HTTPException, Request, Response
+from fastapi.routing import APIRoute
+from starlette.concurrency import run_in_threadpool
+
+MAX_DEPTH = 32  # levels of nested arrays/objects in a request body
+MAX_KEYS = 1000  # keys of one JSON object in a request body
+THREAD_PARSE_BYTES = 256 * 1024
+# Only an escape can put NUL or a lone surrogate in a JSON string: strings are checked when one
+# of these appears in the body text.
+_SUSPECT_ESCAPE = re.compile(rb"\\u(?:0000|[dD][89a-fA-F])")
+
+
+class InputRejected(HTTPException):
+    """A 422 in the shape of a validation error: ``{"detail": [{"loc", "msg", "type"}]}``."""
+
+    def __init__(self, loc: tuple[str | int, ...], msg: str, kind: str) -> None:
+        super().__init__(status_code=422, detail=[{"loc": list(loc), "msg": msg, "type": kind}])
+
+
+def bad_text(text: str) -> str | None:
+    """Why ``text`` cannot be stored (NUL, an unpaired surrogate), or None."""
+    if "\x00" in text:
+        return "text must not contain NUL characters"
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return "text must not contain unpaired UTF-16 surrogates"
+    return None
+
+
+class _NonFinite:
+    """Stands for a NaN/Infinity literal until the walk finds where it is."""
+
+
+_NON_FINITE = _NonFinite()
+
+
+def strict_loads(body: bytes) -> Any:
+    """The JSON value of ``body``, or `InputRejected` (see the module docstring). Syntax errors
+    raise ``json.JSONDecodeError`` as ``json.loads`` does (FastAPI makes them a 422)."""
+    try:
+        value = json.loads(body, parse_constant=lambda _: _NON_FINITE)
+    except RecursionError:
+        raise InputRejected(
+            ("body",), f"JSON nested deeper than {MAX_DEPTH} levels", "json_too_deep"
+        ) from None
+    except json.JSONDecodeError:
+        raise
+    except ValueError as err:  # an integer literal too long to convert; not UTF-8
+        raise InputRejected(("body",), f"invalid JSON: {err}", "json_invalid") from None
+    _check(value, check_text=_SUSPECT_ESCAPE.search(body) is not None)
+    return value
+
+
+def _check(root: Any, check_text: bool) -> None:
+    """Walk the containers iteratively: depth, non-finite numbers and (``check_text``) text."""
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(root, ())]
+    while stack:
+        value, path = stack.pop()
+        if value is _NON_FINITE:
+            raise InputRejected(
+                ("body", *path),
+                "NaN and Infinity are not JSON numbers; give a finite number",
+                "finite_number",
+            )
+        if isinstance(value, str):
+            if reason := bad_text(value):
+                raise InputRejected(("body", *path), reason, "string_unicode")
+            continue
+        if isinstance(value, dict):
+            if len(value) > MAX_KEYS:
+                raise InputRejected(
+                    ("body", *path), f"an object with more than {MAX_KEYS} keys", "too_many_keys"
+                )
+            items: Any = value.items()
+        elif isinstance(value, list):
+            items = enumerate(value)
+        else:
+            continue
+        if len(path) >= MAX_DEPTH:
+            raise InputRejected(
+                ("body", *path), f"JSON nested deeper than {MAX_DEPTH} levels", "json_too_deep"
+            )
+        for key, item in items:
+            if check_text and isinstance(key, str) and (reason := bad_text(key)):
+                raise InputRejected(("body", *path, key[:64]), reason, "string_unicode")
+            if (
+                item is _NON_FINITE
+                or isinstance(item, (dict, list))
+                or (check_text and isinstance(item, str))
+            ):
+                stack.append((item, (*path, key)))
+
+
+def check_query(request: Request) -> None:
+    """`InputRejected` for a query parameter whose text cannot be stored."""
+    for name, value in request.query_params.multi_items():
+        if reason := bad_text(value):
+            raise InputRejected(("query", name[:64]), reason, "string_unicode")
+
+
+class StrictJsonRequest(Request):
+    """A request whose ``json()`` is `strict_loads`."""
+
+    async def json(self) -> Any:
+        if not hasattr(self, "_json"):
+            body = await self.body()
+            if len(body) >= THREAD_PARSE_BYTES:
+                self._json = await run_in_threadpool(strict_loads, body)
+            else:
+                self._json = strict_loads(body)
+        return self._json
+
+
+class StrictRoute(APIRoute):
+    """An API route with strict input: `check_query`, and JSON bodies by `strict_loads`."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def strict_handler(request: Request) -> Response:
+            check_query(request)
+            return await handler(StrictJsonRequest(request.scope, request.receive))
+
+        return strict_handler
