@@ -10,11 +10,15 @@ from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 
 from schedules_db import Store, make_engine, upgrade_schema
-from service.api import catalog, interchange, jobs, schedules, workers, workloads
+from schedules_db.tokens import TokenStore
+from service.api import catalog, interchange, jobs, me, schedules, workers, workloads
+from service.auth import document_responses
 from service.errors import recursion_error_handler, responses, validation_error_handler
 from service.jobqueue import JobQueue
 from service.limits import BodyLimit, route_caps
+from service.quotas import WriteLimiter
 from service.reaper import Reaper
+from service.refusals import Refusal, refusal_handler
 from service.settings import Settings
 from tuning.targets import current_tvm_series
 
@@ -38,6 +42,8 @@ def create_app(settings: Settings | None = None, run_reaper: bool = True) -> Fas
         app.state.queue = JobQueue(settings)
         settings.artifacts.mkdir(parents=True, exist_ok=True)
         reaper = Reaper(app.state.store, app.state.queue, settings) if run_reaper else None
+        app.state.tokens = TokenStore(engine)
+        app.state.write_limiter = WriteLimiter(settings.write_rate_per_s, settings.write_burst)
         if reaper:
             reaper.start()
         try:
@@ -63,8 +69,11 @@ def create_app(settings: Settings | None = None, run_reaper: bool = True) -> Fas
         workers.router,
     ):
         app.include_router(router, prefix="/api/v1", responses=responses(413))
+        me.router,
 
+        document_responses(router)
     app.add_exception_handler(RequestValidationError, validation_error_handler)
+    app.add_exception_handler(Refusal, refusal_handler)
     app.add_exception_handler(RecursionError, recursion_error_handler)
     app.add_middleware(BodyLimit, caps=route_caps(settings), default=settings.max_body_bytes)
 

@@ -1,27 +1,26 @@
-"""Parsing untrusted TIR — TVMScript text or TVM JSON — in a child process with limits.
+"""Untrusted TIR — TVMScript text or TVM JSON — turned into a workload without trusting it.
 
-TVMScript parsing evaluates Python expressions, so the service never parses submitted text in
-its own process. `parse_untrusted` first checks the text's Python syntax tree (no imports but
-TVMScript's own, no dunder names, nothing but one function or module definition), then runs
-``python -m tuning.tir_sandbox`` with a CPU-time limit, an address-space limit, a wall-clock
-timeout and an empty environment; the child prints the normalised workload as JSON.
+TVMScript parsing evaluates Python and TVM's JSON loader crashes on crafted documents, so the
+service never does either in its own process. `parse_untrusted` checks the text's Python
+syntax tree first (a cheap filter, not the defence: no imports but TVMScript's own, no dunder
+names, one definition), then parses in an isolated child (`tuning.sandbox`), which also runs
+the allowlist and bounds proofs of `tuning.tir_checks`. What the service keys on (module JSON,
+structural hash, FLOP count) is then derived again by a second, fresh child from the first
+child's output, and the two must agree: a child that user code took over can lie only about a
+function that a clean child then checks and describes. `check_stored` is the worker's and the
+importer's way to re-check a stored module and replay traces on it, in a child as well.
 """
 
 from __future__ import annotations
 
 import ast
-import json
-import os
-import subprocess
-import sys
+import math
 from dataclasses import dataclass
 from typing import Any
 
+from tuning.sandbox import SandboxFailed, run_isolated
+
 MAX_SOURCE_BYTES = 256 * 1024
-CPU_SECONDS = 10
-ADDRESS_SPACE_BYTES = 2 << 30
-WALL_SECONDS = 45
-MAX_BUFFER_BYTES = 1 << 30
 ALLOWED_IMPORTS = {
     "tvm",
     "tvm.script",
@@ -90,104 +89,49 @@ def check_syntax(source: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _limit_child() -> None:  # runs in the child before exec
-    import resource
+def _ask(task: str, **payload: Any) -> dict[str, Any]:
+    """One isolated child's answer; its failures and refusals as `TirRejected`."""
+    try:
+        answer = run_isolated(task, payload)
+    except SandboxFailed as err:
+        raise TirRejected(str(err)) from None
+    if answer.get("ok") is not True:
+        error = answer.get("error")
+        raise TirRejected(error[:1000] if isinstance(error, str) else "the input was refused")
+    return answer
 
-    resource.setrlimit(resource.RLIMIT_CPU, (CPU_SECONDS, CPU_SECONDS))
-    resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE_BYTES, ADDRESS_SPACE_BYTES))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    os.setsid()
+
+def _workload(answer: dict[str, Any]) -> ParsedTir:
+    mod_json, shash, flop = answer.get("mod_json"), answer.get("shash"), answer.get("flop")
+    if not (isinstance(mod_json, str) and isinstance(shash, str) and shash.isdigit()):
+        raise TirRejected("the isolated parser answered out of protocol")
+    if not (isinstance(flop, (int, float)) and math.isfinite(flop) and flop >= 0):
+        raise TirRejected("the isolated parser answered out of protocol")
+    return ParsedTir(mod_json=mod_json, shash=shash, flop=float(flop))
 
 
 def parse_untrusted(fmt: str, source: str) -> ParsedTir:
-    """Parse submitted TIR in a limited child process; raise `TirRejected` with the reason."""
+    """Parse submitted TIR in one isolated child and re-derive it in a second; raise
+    `TirRejected` with the reason (and let `SandboxBusy` / `SandboxUnavailable` through)."""
     if fmt == "tvmscript":
         source = check_syntax(source)
     elif fmt != "json":
         raise TirRejected(f"unknown format {fmt!r}: use 'tvmscript' or 'json'")
     elif len(source.encode()) > MAX_SOURCE_BYTES:
         raise TirRejected(f"source is larger than {MAX_SOURCE_BYTES} bytes")
-    env = {
-        "PATH": "/usr/bin:/bin",
-        "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
-        "OMP_NUM_THREADS": "1",
-        "TVM_NUM_THREADS": "1",
-    }
-    try:
-        done = subprocess.run(
-            [sys.executable, "-m", "tuning.tir_sandbox"],
-            input=json.dumps({"format": fmt, "source": source}),
-            capture_output=True,
-            text=True,
-            timeout=WALL_SECONDS,
-            env=env,
-            preexec_fn=_limit_child,  # noqa: PLW1509 - resource limits need it
-        )
-    except subprocess.TimeoutExpired:
-        raise TirRejected(f"parsing took longer than {WALL_SECONDS} s") from None
-    if done.returncode != 0:
-        reason = (
-            "killed by its CPU-time or memory limit"
-            if done.returncode < 0
-            else (done.stderr.strip().splitlines() or ["exited with an error"])[-1]
-        )
-        raise TirRejected(f"the parser failed: {reason[:500]}")
-    result = json.loads(done.stdout)
-    if not result["ok"]:
-        raise TirRejected(result["error"])
-    return ParsedTir(mod_json=result["mod_json"], shash=result["shash"], flop=result["flop"])
+    first = _workload(_ask("parse", format=fmt, source=source))
+    second = _workload(_ask("derive", mod_json=first.mod_json))
+    if second != first:
+        raise TirRejected("the parser's answer does not re-derive to the same function")
+    return second
 
 
-def _parse_in_child(fmt: str, source: str) -> dict[str, Any]:
-    import numpy as np
-    import tvm
-    from tvm.s_tir.analysis import estimate_tir_flops
-
-    from tuning.workload import arg_specs, normalize, structural_hash
-
-    if fmt == "tvmscript":
-        from tvm.script.parser.core.entry import parse
-
-        obj = parse(source)
-    else:
-        obj = tvm.ir.load_json(source)
-    if isinstance(obj, tvm.IRModule):
-        funcs = [f for _, f in obj.functions_items() if isinstance(f, tvm.tirx.PrimFunc)]
-        if len(funcs) != 1 or len(obj.functions_items()) != 1:
-            return {"ok": False, "error": "the module must hold exactly one PrimFunc"}
-        obj = funcs[0]
-    if not isinstance(obj, tvm.tirx.PrimFunc):
-        return {"ok": False, "error": f"expected a PrimFunc, got {type(obj).__name__}"}
-    mod = normalize(obj)
-    try:
-        specs = arg_specs(mod["main"])
-    except (TypeError, ValueError, KeyError):
-        return {"ok": False, "error": "every parameter must be a buffer of static shape"}
-    if len(specs) < 2:
-        return {"ok": False, "error": "the function needs inputs and one output (last)"}
-    total = sum(int(np.prod(shape)) * tvm.DataType(dtype).bits // 8 for shape, dtype in specs)
-    if total > MAX_BUFFER_BYTES:
-        return {"ok": False, "error": f"buffers take {total} bytes, over {MAX_BUFFER_BYTES}"}
-    return {
-        "ok": True,
-        "mod_json": tvm.ir.save_json(mod),
-        "shash": structural_hash(mod),
-        "flop": float(estimate_tir_flops(mod)),
-    }
-
-
-def main() -> None:
-    """Child entry point: one request on stdin, one JSON answer on stdout."""
-    request = json.loads(sys.stdin.read())
-    try:
-        answer = _parse_in_child(request["format"], request["source"])
-    except Exception as err:  # noqa: BLE001 - any parse failure is the submitter's to read
-        lines = [line.strip() for line in str(err).strip().splitlines() if line.strip()]
-        reason = next((line for line in lines if line.startswith("error:")), None)
-        reason = reason or (lines[-1] if lines else "")
-        answer = {"ok": False, "error": f"{type(err).__name__}: {reason}"[:1000]}
-    sys.stdout.write(json.dumps(answer))
-
-
-if __name__ == "__main__":
-    main()
+def check_stored(mod_json: str, shash: str, traces: list[Any] | None = None) -> list[int]:
+    """Re-check a user workload in an isolated child: it passes every check and hashes to
+    ``shash``; returns the indices of ``traces`` that do not replay on it. `TirRejected`
+    when the module fails (or the child dies, e.g. on a trace that crashes TVM)."""
+    answer = _ask("check", mod_json=mod_json, shash=shash, traces=list(traces or []))
+    bad = answer.get("bad_traces")
+    if not (isinstance(bad, list) and all(isinstance(i, int) for i in bad)):
+        raise TirRejected("the isolated checker answered out of protocol")
+    return bad

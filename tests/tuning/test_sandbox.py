@@ -1,0 +1,246 @@
+"""User code runs only in the jail: probes from inside it, hostile documents, forged answers,
+limits, the concurrency cap and a host where isolation cannot be built. Everything here runs
+real TVMScript through the real isolated children (`tuning.sandbox`, `tuning.tir_sandbox`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.tuning.escapes import report_of, reporting, running
+from tuning.catalog import get_operator
+from tuning.sandbox import Limits, SandboxBusy, SandboxFailed, run_isolated, set_max_concurrent
+from tuning.tir_sandbox import TirRejected, parse_untrusted
+from tuning.workload import catalog_workload
+
+PROBES = r"""
+import os, socket
+def attempt(name, fn):
+    try:
+        fn()
+        results[name] = "succeeded"
+    except BaseException as err:
+        results[name] = type(err).__name__
+def write(path):
+    with open(path, "w") as f:
+        f.write("owned")
+attempt("write_cwd", lambda: write("pwned"))
+attempt("write_checkout", lambda: write(CHECKOUT + "/pwned"))
+attempt("write_data_dir", lambda: write(DATA_DIR + "/pwned"))
+attempt("write_tmp", lambda: write("/tmp/pwned"))
+attempt("write_dev_shm", lambda: write("/dev/shm/pwned"))
+attempt("read_store", lambda: open(STORE).read())
+attempt("read_environ", lambda: open("/proc/1/environ").read())
+attempt("read_parent_environ", lambda: open("/proc/%d/environ" % os.getppid()).read())
+try:
+    results["checkout_listing"] = sorted(os.listdir(CHECKOUT))
+except OSError:
+    results["checkout_listing"] = []
+for port in (5432, 6379, 5672):
+    def tcp(port=port):
+        with socket.create_connection(("127.0.0.1", port), timeout=2):
+            pass
+    attempt("connect_%d" % port, tcp)
+def pg_socket():
+    with socket.socket(socket.AF_UNIX) as s:
+        s.connect("/var/run/postgresql/.s.PGSQL.5432")
+attempt("connect_pg_socket", pg_socket)
+results["uid"] = os.getuid()
+results["environ"] = sorted(os.environ)
+forks = 0
+try:
+    while forks < 5000:
+        if os.fork() == 0:
+            __import__("time").sleep(60)
+            os._exit(0)
+        forks += 1
+except OSError:
+    pass
+results["forks"] = forks
+os.system("sleep 120 &")
+"""
+
+
+def _processes_of(uid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                status = (entry / "status").read_text()
+            except OSError:
+                continue
+            line = next(x for x in status.splitlines() if x.startswith("Uid:"))
+            if int(line.split()[1]) == uid:
+                found.append(int(entry.name))
+    return found
+
+
+def test_every_probe_fails_inside_the_jail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    store = data_dir / "tunehub.db"
+    store.write_text("secret")
+    monkeypatch.chdir(tmp_path)
+    checkout = str(Path(__file__).resolve().parents[2])
+    code = f"CHECKOUT, DATA_DIR, STORE = {checkout!r}, {str(data_dir)!r}, {str(store)!r}\n"
+    with pytest.raises(TirRejected) as refused:
+        parse_untrusted("tvmscript", reporting(code + PROBES))
+    results = report_of(str(refused.value))
+    attempts = {
+        k: v for k, v in results.items() if k not in ("uid", "environ", "forks", "checkout_listing")
+    }
+    assert attempts and all(v != "succeeded" for v in attempts.values()), json.dumps(results)
+    assert results["uid"] != 0
+    # Of the checkout only the `tuning` package (and a virtualenv kept inside it) is there.
+    assert set(results["checkout_listing"]) <= {"tuning", ".venv"}
+    assert "TUNEHUB_DATABASE_URL" not in results["environ"]
+    assert 0 < results["forks"] < 100  # RLIMIT_NPROC on a uid of its own bounds the fork bomb
+    assert not _processes_of(results["uid"])  # the sleeping children and `sleep &` died with it
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]
+    assert sorted(p.name for p in data_dir.iterdir()) == ["tunehub.db"]
+    assert not Path("/tmp/pwned").exists() and not Path("/dev/shm/pwned").exists()
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "open('pwned', 'w').write('x')",
+        "__import__('os').system('id > owned')",
+        "getattr((), '_' + '_class_' + '_').mro()[1].__subclasses__()",
+    ],
+    ids=["open", "eval-import-system", "getattr-dunder"],
+)
+def test_escapes_write_nothing(code: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(TirRejected):
+        parse_untrusted("tvmscript", running(code + "\nraise SystemExit(3)"))
+    assert list(tmp_path.iterdir()) == []
+
+
+SEGFAULTING_JSON = {
+    "self-reference": {"root_index": 0, "nodes": [{"type": "ffi.Array", "data": [0]}]},
+    "two-node-cycle": {
+        "root_index": 1,
+        "nodes": [{"type": "ffi.Array", "data": [1]}, {"type": "ffi.Array", "data": [0]}],
+    },
+    "ffi-function": {"root_index": 0, "nodes": [{"type": "ffi.Function", "data": {}}]},
+    "forward-reference": {
+        "root_index": 0,
+        "nodes": [
+            {"type": "prim.Add", "data": {"span": 0, "ty": 0, "a": 1, "b": 1}},
+            {"type": "None"},
+        ],
+    },
+}
+
+
+@pytest.mark.parametrize("name", list(SEGFAULTING_JSON))
+def test_documents_that_crash_tvms_json_loader_kill_only_the_child(name: str) -> None:
+    doc = {**SEGFAULTING_JSON[name], "metadata": {"tvm_version": "0.27.0.post1"}}
+    # The same document kills a plain Python process that loads it:
+    plain = subprocess.run(
+        [sys.executable, "-c", "import sys, tvm; tvm.ir.load_json(sys.stdin.read())"],
+        input=json.dumps(doc), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert plain.returncode == -11
+    with pytest.raises(TirRejected, match="killed by SIGSEGV"):
+        parse_untrusted("json", json.dumps(doc))
+
+
+def _matmul() -> object:
+    return catalog_workload("matmul", get_operator("matmul").Params(M=8, N=8, K=8))
+
+
+def test_a_forged_answer_does_not_re_derive() -> None:
+    """User code in the first child writes its own answer (relu's module under matmul's hash)
+    to every descriptor and exits; the second child re-derives relu's hash and they differ."""
+    relu = catalog_workload("relu", get_operator("relu").Params(shape=[8, 8]))
+    forged = json.dumps(
+        {"ok": True, "mod_json": relu.mod_json, "shash": _matmul().shash, "flop": 1.0}
+    ).encode()
+    frame = b"TUNEHUB-ANSWER " + str(len(forged)).encode() + b"\n" + forged
+    code = f"""
+import os
+for fd in range(1, 20):
+    try:
+        os.write(fd, {frame!r})
+    except OSError:
+        pass
+os._exit(0)
+"""
+    with pytest.raises(TirRejected, match="re-derive|out of protocol"):
+        parse_untrusted("tvmscript", running(code))
+
+
+def test_noise_on_stdout_does_not_corrupt_the_answer() -> None:
+    noise = "print('{\"ok\": true, noise'); print('x' * 10000)"
+    parsed = parse_untrusted("tvmscript", running(noise))
+    assert parsed.shash.isdigit() and parsed.flop == 0
+
+
+def test_the_wall_clock_and_cpu_limits_kill_the_child() -> None:
+    started = time.monotonic()
+    with pytest.raises(SandboxFailed, match="wall-clock"):
+        run_isolated(
+            "parse",
+            {"format": "tvmscript", "source": running("__import__('time').sleep(600)")},
+            Limits(wall_seconds=6),
+        )
+    assert time.monotonic() - started < 20
+    with pytest.raises(SandboxFailed, match="SIGXCPU|SIGKILL"):
+        run_isolated(
+            "parse",
+            {"format": "tvmscript", "source": running("while True: pass")},
+            Limits(cpu_seconds=3, wall_seconds=60),
+        )
+
+
+def test_past_the_cap_a_parse_is_refused_at_once() -> None:
+    set_max_concurrent(1)
+    try:
+        slow = threading.Thread(
+            target=lambda: pytest.raises(
+                TirRejected, parse_untrusted, "tvmscript",
+                running("__import__('time').sleep(8); raise SystemExit(1)"),
+            )
+        )  # fmt: skip
+        slow.start()
+        time.sleep(1.0)
+        started = time.monotonic()
+        with pytest.raises(SandboxBusy) as busy:
+            parse_untrusted("json", _matmul().mod_json)
+        assert time.monotonic() - started < 1 and busy.value.retry_after >= 1
+        slow.join(60)
+    finally:
+        set_max_concurrent(2)
+
+
+def test_without_isolation_nothing_is_parsed(tmp_path: Path) -> None:
+    """A service that cannot isolate (here: not root, so no uid of the child's own) refuses
+    the parse instead of parsing in the open."""
+    code = (
+        "from tuning.sandbox import SandboxUnavailable\n"
+        "from tuning.tir_sandbox import parse_untrusted\n"
+        "from tests.tuning.escapes import running\n"
+        "try:\n"
+        "    parse_untrusted('tvmscript', running(\"open('pwned', 'w').write('x')\"))\n"
+        "except SandboxUnavailable as err:\n"
+        "    print('refused:', err)\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    os.chmod(tmp_path, 0o777)
+    done = subprocess.run(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+         sys.executable, "-c", code],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )  # fmt: skip
+    assert "refused: isolation is unavailable" in done.stdout, done.stdout + done.stderr
+    assert list(tmp_path.iterdir()) == []

@@ -1,0 +1,24 @@
+"""OS-level isolation for untrusted input: a jail of namespaces, an unprivileged uid of its
+own and resource limits around one child process per request (`run_isolated`)."""
+
+from tuning.sandbox.runner import (
+    Limits,
+    SandboxBusy,
+    SandboxError,
+    SandboxFailed,
+    SandboxUnavailable,
+    run_isolated,
+    set_max_concurrent,
+    unavailable_reason,
+)
+
+__all__ = [
+    "Limits",
+    "SandboxBusy",
+    "SandboxError",
+    "SandboxFailed",
+    "SandboxUnavailable",
+    "run_isolated",
+    "set_max_concurrent",
+    "unavailable_reason",
+]

@@ -1,0 +1,45 @@
+"""The program a jail runs: one task on untrusted input, one framed answer, then exit.
+
+Runs unprivileged, without network, in a read-only root (see `tuning.sandbox.jail`). The
+answer goes to a private copy of stdout; stdout itself is pointed at stderr first, so nothing
+the untrusted input makes Python or TVM print can be mistaken for the answer. Tasks are the
+functions of `tuning.untrusted`; a task's exception is the submitter's to read and becomes
+``{"ok": false, "error": ...}``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+FRAME = b"TUNEHUB-ANSWER "
+
+
+def _reason(err: BaseException) -> str:
+    lines = [line.strip() for line in str(err).strip().splitlines() if line.strip()]
+    found = next((line for line in lines if line.startswith("error:")), None)
+    return f"{type(err).__name__}: {found or (lines[-1] if lines else '')}"[:1000]
+
+
+def main() -> None:
+    answer_fd = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    request = json.loads(sys.stdin.read())
+    try:
+        from tuning import untrusted
+
+        task = untrusted.TASKS[request.pop("task")]
+        answer: dict[str, Any] = {"ok": True, **task(**request)}
+    except untrusted.Refused as err:
+        answer = {"ok": False, "error": str(err)[:1000]}
+    except Exception as err:  # noqa: BLE001 - any failure on the input is the submitter's
+        answer = {"ok": False, "error": _reason(err)}
+    body = json.dumps(answer).encode()
+    os.write(answer_fd, FRAME + str(len(body)).encode() + b"\n")
+    view = memoryview(body)
+    while view:
+        view = view[os.write(answer_fd, view):]
+    os._exit(0)  # no atexit handlers, no TVM teardown: the answer is out

@@ -1,0 +1,122 @@
+"""The jail: the first program inside a sandbox's fresh namespaces; standard library only.
+
+`tuning.sandbox.runner` starts ``unshare --pid --fork --kill-child --mount --net --ipc --uts``
+with this file as the namespaces' first process (as root, still in the host's file system).
+It builds a read-only root of its own, moves into it, drops to an unprivileged uid that no
+other process uses, sets the resource limits, and runs the untrusted-input program as its
+child, staying PID 1 to report how that child ended. What
+the program can see afterwards: the Python installation, the `tuning` package, ``/dev/null``
+and ``/dev/urandom`` — read-only, nothing else. No ``/proc``, ``/tmp``, ``/dev/shm``, data
+directory, checkout, socket directory or network (the new network namespace holds only a
+loopback device that is down). Exit status 111 with a line on stderr means the jail itself
+could not be built (the caller reports isolation as unavailable).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import resource
+import signal
+import sys
+
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS = 1, 4, 38
+JAIL_FAILED = 111
+NEW_ROOT = "/tmp"  # a mount point that exists everywhere; the tmpfs on it is this namespace's
+DEVICES = ("null", "zero", "urandom", "random")
+
+libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def _mount(source: str | None, target: str, fstype: str | None, flags: int,
+           data: str | None = None) -> None:  # fmt: skip
+    def enc(text: str | None) -> bytes | None:
+        return None if text is None else text.encode()
+
+    _check(libc.mount(enc(source), enc(target), enc(fstype), flags, enc(data)), f"mount {target}")
+
+
+def _bind_read_only(path: str) -> None:
+    """Make ``path`` of the host visible at the same path inside the new root, read-only."""
+    inside = NEW_ROOT + path
+    if os.path.islink(path) and os.path.dirname(path) == "/":  # merged-/usr links: /lib -> usr/lib
+        os.symlink(os.readlink(path), inside)
+        return
+    if os.path.isdir(path):
+        os.makedirs(inside, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(inside), exist_ok=True)
+        open(inside, "w").close()  # noqa: SIM115 - an empty file to mount on
+    _mount(path, inside, None, MS_BIND | MS_REC)
+    _mount(None, inside, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+
+
+def build_root(paths: list[str]) -> None:
+    """A read-only root holding ``paths`` (and a few device nodes); chroot into it."""
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing below propagates to the host
+    _mount("tmpfs", NEW_ROOT, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0755")
+    for path in paths:
+        if os.path.lexists(path):
+            _bind_read_only(path)
+    os.makedirs(NEW_ROOT + "/dev", exist_ok=True)
+    for name in DEVICES:
+        node = NEW_ROOT + "/dev/" + name
+        open(node, "w").close()  # noqa: SIM115
+        _mount("/dev/" + name, node, None, MS_BIND)
+    _mount(None, NEW_ROOT, "tmpfs", MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    os.chroot(NEW_ROOT)
+    os.chdir("/")
+
+
+def drop_privileges(uid: int, limits: dict[str, int]) -> None:
+    """Resource limits, then the unprivileged ``uid`` (and gid) with no way back."""
+    for name, value in limits.items():
+        resource.setrlimit(getattr(resource, name), (value, value))
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+    _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+    _check(libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "dumpable")
+    # A change of uid clears the parent-death signal `unshare --kill-child` set: set it again,
+    # so that killing `unshare` kills this process, and with it (as PID 1) the whole namespace.
+    _check(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "pdeathsig")
+
+
+def main() -> None:
+    config = json.loads(sys.argv[1])
+    try:
+        if os.getpid() != 1:
+            raise OSError("not the first process of a new PID namespace")
+        build_root(config["paths"])
+        drop_privileges(config["uid"], config["limits"])
+    except OSError as err:
+        sys.stderr.write(f"tunehub-jail: {err}\n")
+        sys.stderr.flush()
+        os._exit(JAIL_FAILED)
+    child = os.fork()
+    if child == 0:
+        os.execve(config["argv"][0], config["argv"], config["env"])
+    os._exit(_reap_until(child))
+
+
+def _reap_until(child: int) -> int:
+    """As PID 1, reap orphans until ``child`` ends; its exit status, or 128 + its signal (as a
+    shell reports it: `unshare` itself fails to pass some signals on, SIGXCPU among them).
+    When this process exits, the kernel kills whatever else is left in the namespace."""
+    while True:
+        pid, status = os.waitpid(-1, 0)
+        if pid == child:
+            return os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,283 @@
+"""Run one task on untrusted input in a fresh, isolated child process; trust nothing it says.
+
+`run_isolated(task, payload)` starts the jail (`tuning.sandbox.jail`) under ``unshare`` — new
+PID, mount, network, IPC and UTS namespaces — which drops to an unprivileged uid of its own and
+executes `tuning.sandbox.child`. The payload goes in on stdin; the answer comes back as one
+frame on stdout (``TUNEHUB-ANSWER <length>\\n<JSON>``), read up to a size cap; anything the
+task's own code prints goes to stderr, kept only in part for diagnostics. At the wall-clock
+limit the whole tree is killed: ``unshare`` dies, its child (the namespace's PID 1) has a
+parent-death signal, and with PID 1 the kernel kills every process of the namespace; a sweep
+over the child's uid follows. Each child serves one request and exits.
+
+Contract: at most `max_concurrent` children per process run at once; a request past that
+raises `SandboxBusy` at once (no queueing). Where isolation cannot be built (not root, no
+``unshare``, a seccomp profile that forbids namespaces) every call raises
+`SandboxUnavailable`: untrusted input is then refused, never handled unisolated.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tuning
+
+FRAME = b"TUNEHUB-ANSWER "
+JAIL_FAILED = 111
+UID_RANGE = (1 << 20, 1 << 30)  # far above any account a distribution creates
+
+
+class SandboxError(Exception):
+    """Base of the sandbox's failures."""
+
+
+class SandboxUnavailable(SandboxError):
+    """Isolation cannot be built on this machine; the input was not handled."""
+
+
+class SandboxBusy(SandboxError):
+    """Every sandbox slot of this process is taken; try again after ``retry_after`` s."""
+
+    def __init__(self, retry_after: int) -> None:
+        super().__init__(f"all isolated parsers are busy; retry in {retry_after} s")
+        self.retry_after = retry_after
+
+
+class SandboxFailed(SandboxError):
+    """The child died, overran a limit or answered out of protocol (``reason`` says which)."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one child may use."""
+
+    cpu_seconds: int = 20
+    wall_seconds: float = 45.0
+    address_space: int = 4 << 30
+    open_files: int = 256
+    processes: int = 64  # per uid, and each child has a uid of its own: bounds a fork bomb
+    file_size: int = 0  # the root is read-only anyway
+    answer_bytes: int = 32 << 20
+    stderr_bytes: int = 64 << 10
+
+    def rlimits(self) -> dict[str, int]:
+        """The limits as `resource` names (set by the jail before it drops privileges)."""
+        return {
+            "RLIMIT_CPU": self.cpu_seconds,
+            "RLIMIT_AS": self.address_space,
+            "RLIMIT_NOFILE": self.open_files,
+            "RLIMIT_NPROC": self.processes,
+            "RLIMIT_FSIZE": self.file_size,
+            "RLIMIT_CORE": 0,
+            "RLIMIT_MEMLOCK": 0,
+        }
+
+
+@dataclass
+class _Slots:
+    limit: int = 2
+    busy: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def take(self) -> bool:
+        with self.lock:
+            if self.busy >= self.limit:
+                return False
+            self.busy += 1
+            return True
+
+    def give(self) -> None:
+        with self.lock:
+            self.busy -= 1
+
+
+_slots = _Slots()
+
+
+def set_max_concurrent(count: int) -> None:
+    """How many isolated children this process runs at once (the API's ``max_parses``)."""
+    _slots.limit = max(1, count)
+
+
+def unavailable_reason() -> str | None:
+    """Why isolation cannot be built here, or None when it can (as far as can be told cheaply)."""
+    if os.geteuid() != 0:
+        return "the service does not run as root, so it cannot give a child a uid of its own"
+    if shutil.which("unshare") is None:
+        return "util-linux's unshare is not installed"
+    return None
+
+
+def _visible_paths() -> list[str]:
+    """Host paths the child sees read-only: libraries, the Python installation, `tuning`."""
+    package = Path(tuning.__file__).resolve().parent
+    paths = ["/usr", "/bin", "/lib", "/lib64", "/etc/ld.so.cache"]
+    for prefix in {sys.base_prefix, sys.prefix, sys.exec_prefix}:
+        paths.append(str(Path(prefix).resolve()))
+    paths.append(str(package))
+    return sorted(set(paths))
+
+
+def _command(uid: int, limits: Limits) -> list[str]:
+    package_root = str(Path(tuning.__file__).resolve().parent.parent)
+    bootstrap = (
+        f"import sys; sys.path.insert(0, {package_root!r}); "
+        "from tuning.sandbox.child import main; main()"
+    )
+    config = {
+        "paths": _visible_paths(),
+        "uid": uid,
+        "limits": limits.rlimits(),
+        "argv": [sys.executable, "-I", "-B", "-c", bootstrap],
+        "env": {
+            "PATH": "/usr/bin:/bin",
+            "HOME": "/",
+            "LANG": "C.UTF-8",
+            "OMP_NUM_THREADS": "1",
+            "TVM_NUM_THREADS": "1",
+        },
+    }
+    jail = str(Path(__file__).with_name("jail.py"))
+    return [
+        "unshare", "--pid", "--fork", "--kill-child", "--mount", "--net", "--ipc", "--uts",
+        "--", sys.executable, "-I", "-S", "-B", jail, json.dumps(config),
+    ]  # fmt: skip
+
+
+def _kill_uid(uid: int) -> None:
+    """SIGKILL every process of ``uid`` (none should outlive its namespace; this makes sure)."""
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/status") as status:
+                for line in status:
+                    if line.startswith("Uid:"):
+                        if int(line.split()[1]) == uid:
+                            os.kill(int(entry.name), signal.SIGKILL)
+                        break
+        except (OSError, ValueError):
+            continue
+
+
+def _collect(
+    proc: subprocess.Popen[bytes], payload: bytes, limits: Limits
+) -> tuple[bytes, bytes, str | None]:
+    """(stdout, stderr tail, why it was stopped or None), feeding ``payload`` to stdin."""
+    deadline = time.monotonic() + limits.wall_seconds
+    out, err = bytearray(), bytearray()
+    selector = selectors.DefaultSelector()
+    assert proc.stdin and proc.stdout and proc.stderr
+    try:
+        proc.stdin.write(payload)
+        proc.stdin.close()
+    except BrokenPipeError:
+        pass
+    selector.register(proc.stdout, selectors.EVENT_READ, out)
+    selector.register(proc.stderr, selectors.EVENT_READ, err)
+    stopped = None
+    while selector.get_map():
+        left = deadline - time.monotonic()
+        if left <= 0:
+            stopped = f"ran past its wall-clock limit of {limits.wall_seconds:g} s"
+            break
+        for key, _ in selector.select(timeout=min(left, 1.0)):
+            chunk = os.read(key.fd, 1 << 16)
+            if not chunk:
+                selector.unregister(key.fileobj)
+                continue
+            key.data.extend(chunk)
+        if len(out) > limits.answer_bytes + 64:
+            stopped = f"answered more than {limits.answer_bytes} bytes"
+            break
+        if len(err) > limits.stderr_bytes:
+            del err[: len(err) - limits.stderr_bytes]
+    selector.close()
+    return bytes(out), bytes(err), stopped
+
+
+def _decode(out: bytes) -> dict[str, Any]:
+    if not out.startswith(FRAME) or b"\n" not in out:
+        raise SandboxFailed("the isolated child answered out of protocol")
+    header, body = out.split(b"\n", 1)
+    try:
+        length = int(header[len(FRAME):])
+    except ValueError:
+        raise SandboxFailed("the isolated child answered out of protocol") from None
+    if length != len(body):
+        raise SandboxFailed("the isolated child's answer is not the length it announced")
+    try:
+        answer = json.loads(body)
+    except ValueError:
+        raise SandboxFailed("the isolated child's answer is not JSON") from None
+    if not isinstance(answer, dict):
+        raise SandboxFailed("the isolated child's answer is not a JSON object")
+    return answer
+
+
+def _death(code: int, stderr: bytes) -> str:
+    if code == JAIL_FAILED and b"tunehub-jail:" in stderr:
+        line = stderr.decode(errors="replace").strip().splitlines()[-1]
+        raise SandboxUnavailable(f"isolation could not be built: {line}")
+    if code < 0 or code > 128:
+        number = -code if code < 0 else code - 128
+        try:
+            name = signal.Signals(number).name
+        except ValueError:
+            name = f"signal {number}"
+        hint = " (its CPU-time limit)" if name in ("SIGXCPU", "SIGKILL") else ""
+        return f"the isolated child was killed by {name}{hint}"
+    return f"the isolated child exited with status {code}"
+
+
+def run_isolated(
+    task: str, payload: dict[str, Any], limits: Limits | None = None
+) -> dict[str, Any]:
+    """Run ``task`` of `tuning.sandbox.child` on ``payload`` in a fresh jail; its JSON answer.
+
+    Raises `SandboxBusy`, `SandboxUnavailable`, or `SandboxFailed` (crash, limit, protocol).
+    The answer is only as trustworthy as the input: callers check what they key on.
+    """
+    limits = limits or Limits()
+    reason = unavailable_reason()
+    if reason:
+        raise SandboxUnavailable(f"isolation is unavailable: {reason}")
+    if not _slots.take():
+        raise SandboxBusy(retry_after=max(1, int(limits.wall_seconds // 4)))
+    uid = secrets.randbelow(UID_RANGE[1] - UID_RANGE[0]) + UID_RANGE[0]
+    try:
+        proc = subprocess.Popen(
+            _command(uid, limits),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={"PATH": "/usr/bin:/bin:/usr/sbin:/sbin"},
+            start_new_session=True,
+            close_fds=True,
+        )
+        try:
+            request = json.dumps({"task": task, **payload}).encode()
+            out, err, stopped = _collect(proc, request, limits)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+            code = proc.wait()
+            _kill_uid(uid)
+    finally:
+        _slots.give()
+    if stopped:
+        raise SandboxFailed(f"the isolated child {stopped} and was killed")
+    if code != 0:
+        raise SandboxFailed(_death(code, err))
+    return _decode(out)
