@@ -352,6 +352,19 @@ class Store:
                 .order_by(JobRow.id)
             )
 
+    def count_unfinished_jobs(self, submitted_by: str) -> int:
+        """How many of this submitter's jobs are queued or running."""
+        with self.session() as s:
+            return int(
+                s.scalar(
+                    select(func.count(JobRow.id)).where(
+                        JobRow.submitted_by == submitted_by,
+                        JobRow.state.in_([JobState.QUEUED.value, JobState.RUNNING.value]),
+                    )
+                )
+                or 0
+            )
+
     def get_job(self, job_id: int) -> JobRow | None:
         """The job row with this id, or None."""
         with self.session() as s:
@@ -520,6 +533,13 @@ class Store:
                 )
             ).all()
         return {target_id for row in rows for target_id in row.target_ids}
+
+    def registered_target_ids(self) -> set[int]:
+        """Targets some worker ever registered for, live or not (the targets a job may name
+        without the admin scope)."""
+        with self.session() as s:
+            lists = s.scalars(select(WorkerRow.target_ids)).all()
+        return {target_id for ids in lists for target_id in ids}
 
     def set_cost_model(self, job_id: int, worker: str, name: str | None) -> None:
         """Record which transferred cost model the owner's search started from."""

@@ -40,10 +40,10 @@ def create_app(settings: Settings | None = None, run_reaper: bool = True) -> Fas
         app.state.settings = settings
         app.state.store = Store(engine, tvm_series=current_tvm_series())
         app.state.queue = JobQueue(settings)
-        settings.artifacts.mkdir(parents=True, exist_ok=True)
-        reaper = Reaper(app.state.store, app.state.queue, settings) if run_reaper else None
         app.state.tokens = TokenStore(engine)
         app.state.write_limiter = WriteLimiter(settings.write_rate_per_s, settings.write_burst)
+        settings.artifacts.mkdir(parents=True, exist_ok=True)
+        reaper = Reaper(app.state.store, app.state.queue, settings) if run_reaper else None
         if reaper:
             reaper.start()
         try:
@@ -67,13 +67,13 @@ def create_app(settings: Settings | None = None, run_reaper: bool = True) -> Fas
         interchange.router,
         catalog.router,
         workers.router,
-    ):
-        app.include_router(router, prefix="/api/v1", responses=responses(413))
         me.router,
-
+    ):
         document_responses(router)
-    app.add_exception_handler(RequestValidationError, validation_error_handler)
+        app.include_router(router, prefix="/api/v1", responses=responses(413))
     app.add_exception_handler(Refusal, refusal_handler)
+
+    app.add_exception_handler(RequestValidationError, validation_error_handler)
     app.add_exception_handler(RecursionError, recursion_error_handler)
     app.add_middleware(BodyLimit, caps=route_caps(settings), default=settings.max_body_bytes)
 

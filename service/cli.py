@@ -1,8 +1,9 @@
-"""The `tunehub` command line: serve, worker, submit, status, cancel, schedules, fetch."""
+"""The `tunehub` command line: serve, worker, token, submit, status, cancel, schedules, fetch."""
 
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
 import logging
 import os
@@ -13,6 +14,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from service import token_cli
 from service.client import IntegrityError, TunehubClient, TunehubError
 from service.settings import Settings
 from service.supervisor import start_group, stop_group, supervise
@@ -25,6 +27,33 @@ def _settings(args: argparse.Namespace) -> Settings:
         data_dir=Path(args.data_dir) if getattr(args, "data_dir", None) else None,
         database_url=getattr(args, "database_url", None),
         broker_url=getattr(args, "broker_url", None),
+        auth=getattr(args, "auth", None),
+        anonymous_reads=getattr(args, "anonymous_reads", None),
+    )
+
+
+def _client(args: argparse.Namespace) -> TunehubClient:
+    return TunehubClient(args.server, token=args.token)
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def serve_refusal(host: str, settings: Settings, insecure: bool) -> str | None:
+    """Why `serve` must not start, or None: without auth it listens on loopback only, unless
+    forced with ``--insecure``."""
+    if settings.auth or insecure or _is_loopback(host):
+        return None
+    return (
+        f"refusing to serve on {host} without auth: anyone who reaches it could submit and "
+        "cancel jobs. Turn auth on (--auth or TUNEHUB_AUTH=1, then `tunehub token create`), "
+        "listen on 127.0.0.1, or pass --insecure"
     )
 
 
@@ -46,6 +75,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from service.app import create_app
 
     settings = _settings(args)
+    refusal = serve_refusal(args.host, settings, args.insecure)
+    if refusal:
+        print(f"tunehub: {refusal}", file=sys.stderr)
+        return 2
     settings.resolved_data_dir.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, **settings.as_env()}
     workers = [
@@ -67,6 +100,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
     print(f"tunehub: store {settings.store_url}", flush=True)
     print(f"tunehub: broker {settings.broker}", flush=True)
     print(f"tunehub: artifacts {settings.artifacts}", flush=True)
+    if settings.auth:
+        reads = "anonymous reads allowed" if settings.anonymous_reads else "reads need a token"
+        print(f"tunehub: auth ON (bearer tokens; {reads})", flush=True)
+    else:
+        print(
+            "tunehub: auth OFF: every client is 'local' with every scope"
+            + (" (--insecure: NOT on loopback)" if not _is_loopback(args.host) else ""),
+            flush=True,
+        )
     print(
         f"tunehub: {args.workers} local worker(s); API on http://{args.host}:{args.port}",
         flush=True,
@@ -136,8 +178,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
     """Submit a job; with --wait, draw its progress and print the result."""
     params = dict(args.param or [])
     target = _target_arg(args.target)
-    with TunehubClient(args.server) as client:
-        who = {"priority": args.priority, "submitted_by": args.submitted_by, "space": args.space}
+    with _client(args) as client:
+        who = {"priority": args.priority, "space": args.space}
         if args.tir:
             if args.operator:
                 raise SystemExit("tunehub: give an operator or --tir FILE, not both")
@@ -185,13 +227,13 @@ def _follow(client: TunehubClient, job_id: int) -> int:
 
 def cmd_watch(args: argparse.Namespace) -> int:
     """Follow a job's progress (server-sent events) until it ends."""
-    with TunehubClient(args.server) as client:
+    with _client(args) as client:
         return _follow(client, args.job_id)
 
 
 def cmd_workers(args: argparse.Namespace) -> int:
     """Print the worker fleet."""
-    with TunehubClient(args.server) as client:
+    with _client(args) as client:
         for w in client.workers():
             targets = ",".join(t["label"] for t in w["targets"])
             job = f"job {w['current_job_id']}" if w["current_job_id"] else "idle"
@@ -204,7 +246,7 @@ def cmd_workers(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """Write a target's records as a MetaSchedule JSON database folder."""
-    with TunehubClient(args.server) as client:
+    with _client(args) as client:
         summary = client.export_database(args.target, args.directory)
     print(
         f"{args.directory}: {summary['workloads']} workloads, {summary['records']} records "
@@ -215,7 +257,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_import(args: argparse.Namespace) -> int:
     """Send a MetaSchedule JSON database folder measured on --target."""
-    with TunehubClient(args.server) as client:
+    with _client(args) as client:
         summary = client.import_database(args.directory, _target_arg(args.target))
     jobs = ", ".join(str(j["id"]) for j in summary["jobs"]) or "none"
     print(
@@ -228,14 +270,14 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     """Print a job as JSON."""
-    with TunehubClient(args.server) as client:
+    with _client(args) as client:
         print(json.dumps(client.job(args.job_id), indent=2))
     return 0
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
     """Cancel a job."""
-    with TunehubClient(args.server) as client:
+    with _client(args) as client:
         job = client.cancel(args.job_id)
     print(
         f"job {job['id']}: {job['state']}"
@@ -246,7 +288,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 def cmd_schedules(args: argparse.Namespace) -> int:
     """List verified best schedules."""
-    with TunehubClient(args.server) as client:
+    with _client(args) as client:
         rows = client.schedules(args.operator, args.target)
     print(
         f"{'id':>4}  {'operator':<10} {'params':<28} {'target':<20} {'latency_us':>11} "
@@ -264,7 +306,7 @@ def cmd_schedules(args: argparse.Namespace) -> int:
 
 def cmd_fetch(args: argparse.Namespace) -> int:
     """Download a schedule's shared library (sha256-checked), or its JSON with --schedule."""
-    with TunehubClient(args.server) as client:
+    with _client(args) as client:
         if args.schedule:
             text = json.dumps(client.schedule(args.schedule_id), indent=2)
             Path(args.output).write_text(text) if args.output else print(text)
@@ -277,7 +319,7 @@ def cmd_fetch(args: argparse.Namespace) -> int:
 
 def cmd_operators(args: argparse.Namespace) -> int:
     """Print the operator catalog."""
-    with TunehubClient(args.server) as client:
+    with _client(args) as client:
         for op in client.operators():
             params = ", ".join(op["params_schema"].get("properties", {}))
             dtypes = "/".join(op.get("dtypes", []))
@@ -299,13 +341,31 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument(
             "--server", help="tunehub URL (default $TUNEHUB_URL or http://127.0.0.1:8000)"
         )
+        p.add_argument("--token", help="API token (default $TUNEHUB_TOKEN)")
 
     p = sub.add_parser("serve", help="run the API and local workers")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--workers", type=int, default=1)
+    p.add_argument(
+        "--auth",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="require API tokens (default $TUNEHUB_AUTH, else off)",
+    )
+    p.add_argument(
+        "--anonymous-reads",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="with --auth, let GET routes answer without a token",
+    )
+    p.add_argument(
+        "--insecure", action="store_true", help="allow a non-loopback --host without auth"
+    )
     data_options(p)
     p.set_defaults(func=cmd_serve)
+
+    token_cli.add_parser(sub, data_options, _settings)
 
     p = sub.add_parser("worker", help="run a worker for some targets")
     p.add_argument("--target", action="append", help='"host" or a JSON target; repeatable')
@@ -335,9 +395,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="auto",
         help="search space (auto: packed weights on CPU where the operator has them)",
     )
-    p.add_argument(
-        "--submitted-by", default=os.environ.get("USER"), help="who asks (fair share is per name)"
-    )
+    p.add_argument("--submitted-by", help=argparse.SUPPRESS)  # ignored: the token says who
     server_option(p)
     p.set_defaults(func=cmd_submit)
 

@@ -32,11 +32,18 @@ class IntegrityError(Exception):
 
 
 class TunehubClient:
-    """Talks to one tunehub server (``TUNEHUB_URL`` or http://127.0.0.1:8000 by default)."""
+    """Talks to one tunehub server (``TUNEHUB_URL`` or http://127.0.0.1:8000 by default), with
+    an API token (``token`` or ``TUNEHUB_TOKEN``; none: anonymous, fine where auth is off)."""
 
-    def __init__(self, base_url: str | None = None, timeout: float = 60.0) -> None:
+    def __init__(
+        self, base_url: str | None = None, timeout: float = 60.0, token: str | None = None
+    ) -> None:
         self.base_url = (base_url or os.environ.get("TUNEHUB_URL") or DEFAULT_URL).rstrip("/")
-        self.http = httpx.Client(base_url=self.base_url + "/api/v1", timeout=timeout)
+        token = token or os.environ.get("TUNEHUB_TOKEN")
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.http = httpx.Client(
+            base_url=self.base_url + "/api/v1", timeout=timeout, headers=headers
+        )
 
     def close(self) -> None:
         """Close the connection pool."""
@@ -70,7 +77,8 @@ class TunehubClient:
     ) -> dict[str, Any]:
         """Submit a tuning job; returns the job (already succeeded if it was a cache hit).
         ``target``: "host", a JSON target, or a target's key or label. ``space``: "auto",
-        "plain" or "packed" (see `tuning.spaces`)."""
+        "plain" or "packed" (see `tuning.spaces`). ``submitted_by`` is ignored by the service
+        (the job is the token's identity); it stays for old callers."""
         workload = {"operator": {"name": operator, "params": params}}
         return self._post_job(workload, target, trials, priority, submitted_by, space)
 
@@ -248,3 +256,7 @@ class TunehubClient:
     def targets(self) -> dict[str, Any]:
         """The host target and every known target."""
         return self._json(self.http.get("/targets"))
+
+    def me(self) -> dict[str, Any]:
+        """Who the token is: identity, scopes, expiry and the limits that apply."""
+        return self._json(self.http.get("/me"))

@@ -45,7 +45,9 @@ class JobCreate(BaseModel):
     )
     trials: Annotated[int, Field(strict=True, ge=1)]
     submitted_by: str | None = Field(
-        default=None, max_length=255, description="who asks; the fair share is per submitter"
+        default=None,
+        max_length=255,
+        description="ignored (kept for old clients): a job's submitter is the caller's identity",
     )
     priority: Annotated[int, Field(strict=True, ge=-100, le=100)] = Field(
         default=0, description="higher runs first on its target; equal priorities share fairly"

@@ -7,6 +7,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 ENV_PREFIX = "TUNEHUB_"
+TRUE_WORDS, FALSE_WORDS = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+def _flag(text: str) -> bool:
+    """A boolean environment variable: 1/true/yes/on or 0/false/no/off."""
+    word = text.strip().lower()
+    if word not in TRUE_WORDS + FALSE_WORDS:
+        raise ValueError(f"expected one of {TRUE_WORDS + FALSE_WORDS}, got {text!r}")
+    return word in TRUE_WORDS
 
 
 @dataclass(frozen=True)
@@ -28,6 +37,13 @@ class Settings:
     requeue_after_s: float = 300.0
     num_trials_per_iter: int = 64
     seed: int | None = None  # the search's random seed (None: a fresh one per job)
+    # Auth (service.auth): off = every client is the identity "local" with every scope.
+    auth: bool = False
+    anonymous_reads: bool = False  # with auth: GET routes answer without a token
+    # Per identity (per client address with auth off); 0 switches a limit off.
+    write_rate_per_s: float = 5.0  # token bucket refill for POST routes
+    write_burst: int = 30  # the bucket's size
+    max_active_jobs: int = 100  # queued + running jobs one identity may have
     # Request body caps in bytes (service.limits): a 413 beyond them, the rest never read.
     max_body_bytes: int = 64 * 1024  # every route not named below
     max_job_body_bytes: int = 2**20  # POST /jobs (raw TIR source is at most 256 KiB)
@@ -51,6 +67,11 @@ class Settings:
             ("requeue_after_s", float),
             ("num_trials_per_iter", int),
             ("seed", int),
+            ("auth", _flag),
+            ("anonymous_reads", _flag),
+            ("write_rate_per_s", float),
+            ("write_burst", int),
+            ("max_active_jobs", int),
             ("max_body_bytes", int),
             ("max_job_body_bytes", int),
             ("max_import_body_bytes", int),

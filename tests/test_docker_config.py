@@ -8,17 +8,37 @@ command it uses is checked against what tunehub reads and offers."""
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from pathlib import Path
 
 import jsonschema
+import pytest
 import yaml
 
-from service.cli import build_parser
+from service.cli import build_parser, serve_refusal
 from service.settings import ENV_PREFIX, Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE = ROOT / "docker" / "compose.yaml"
+# What the operator must export before `docker compose up` (see the compose file's header).
+OPERATOR_ENV = {"POSTGRES_PASSWORD": "pg-secret-1", "RABBITMQ_PASSWORD": "mq-secret-2"}
+VARIABLE = re.compile(r"\$\{(\w+)(?:(:?[-?])([^}]*))?\}")
+
+
+def interpolate(value: str, env: dict[str, str]) -> str:
+    """Compose's variable substitution: ``${X}``, ``${X:-default}``, ``${X:?error}`` (an
+    unset or empty X is an error: compose refuses to start)."""
+
+    def one(match: re.Match[str]) -> str:
+        name, op, arg = match.group(1), match.group(2) or "", match.group(3) or ""
+        if env.get(name):
+            return env[name]
+        if op.endswith("?"):
+            raise KeyError(f"{name}: {arg}")
+        return arg if op.endswith("-") else ""
+
+    return VARIABLE.sub(one, value)
 
 
 def _compose() -> dict:
@@ -47,7 +67,7 @@ def test_compose_services_use_real_settings_and_commands(monkeypatch) -> None:  
         env = service["environment"]
         assert set(env) <= known, set(env) - known
         for name, value in env.items():  # tunehub reads them as the compose file means them
-            monkeypatch.setenv(name, str(value))
+            monkeypatch.setenv(name, interpolate(str(value), OPERATOR_ENV))
         settings = Settings.from_env()
         assert settings.store_url.startswith("postgresql+psycopg://") and "@postgres:" in (
             settings.store_url
@@ -74,3 +94,43 @@ def test_dockerfile_installs_the_packages_and_runs_the_cli() -> None:
     assert argv[0] == "tunehub"
     build_parser().parse_args(argv[1:])
     assert shlex.join(argv)
+
+
+def test_compose_runs_with_auth_and_operator_set_passwords_only(monkeypatch) -> None:  # noqa: ANN001
+    """Auth on; every password comes from a variable compose requires (``${X:?...}``): no
+    literal password, no guest/guest, no trust authentication."""
+    text = COMPOSE.read_text()
+    services = _compose()["services"]
+    settings_text = "\n".join(line.split("#")[0] for line in text.splitlines())  # no comments
+    assert "guest" not in settings_text and "trust" not in settings_text
+    api_env = services["api"]["environment"]
+    for name, value in api_env.items():
+        monkeypatch.setenv(name, interpolate(str(value), OPERATOR_ENV))
+    settings = Settings.from_env()
+    assert settings.auth is True and settings.anonymous_reads is False
+    host = services["api"]["command"][services["api"]["command"].index("--host") + 1]
+    assert host == "0.0.0.0" and "--insecure" not in services["api"]["command"]
+    assert serve_refusal(host, settings, insecure=False) is None
+    # The URLs' passwords, the database's and the broker's, are required variables.
+    required = re.compile(r"\$\{(\w+):\?[^}]+\}")
+    for role in ("api", "worker"):
+        env = services[role]["environment"]
+        for name in ("TUNEHUB_DATABASE_URL", "TUNEHUB_BROKER_URL"):
+            password = re.match(r"\w+(?:\+\w+)?://[^:/]+:(.*)@", env[name]).group(1)
+            assert required.fullmatch(password), (role, name)
+    postgres = services["postgres"]["environment"]
+    assert required.fullmatch(postgres["POSTGRES_PASSWORD"])
+    assert "POSTGRES_HOST_AUTH_METHOD" not in postgres
+    assert set(postgres["POSTGRES_INITDB_ARGS"].split()) == {
+        "--auth-local=scram-sha-256",
+        "--auth-host=scram-sha-256",
+    }
+    rabbitmq = services["rabbitmq"]["environment"]
+    assert rabbitmq["RABBITMQ_DEFAULT_USER"] != "guest"
+    assert required.fullmatch(rabbitmq["RABBITMQ_DEFAULT_PASS"])
+    # Without the operator's variables nothing resolves (compose refuses to start).
+    for variable in OPERATOR_ENV:
+        partial = {k: v for k, v in OPERATOR_ENV.items() if k != variable}
+        with pytest.raises(KeyError, match=variable):
+            interpolate(text, partial)
+    assert "pg-secret-1" in interpolate(api_env["TUNEHUB_DATABASE_URL"], OPERATOR_ENV)

@@ -7,6 +7,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
+from service.auth import AnyReader
 from service.schemas import target_json
 from service.strict_input import StrictRoute
 from tuning.catalog import list_operators
@@ -17,7 +18,7 @@ router = APIRouter(tags=["catalog"], route_class=StrictRoute)
 
 
 @router.get("/operators")
-def operators() -> list[dict[str, Any]]:
+def operators(who: AnyReader) -> list[dict[str, Any]]:
     """Every catalog operator with its parameter schema and an example job body."""
     return [
         {
@@ -37,7 +38,7 @@ def operators() -> list[dict[str, Any]]:
 
 
 @router.get("/targets")
-def targets(request: Request) -> dict[str, Any]:
+def targets(request: Request, who: AnyReader) -> dict[str, Any]:
     """The target "host" resolves to here, and every target the store knows (by key and
     readable label, either of which a job may name), with ``served``: a live worker has it."""
     host = resolve_target(HOST)

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from schedules_db.store import JobState, NewRecord
 from service.api.jobs import resolve_job_target
 from service.api.schedules import target_id_of
+from service.auth import AnyReader, Submitter, check_target
 from service.errors import invalid, not_found, responses
 from service.jobqueue import queue_name
 from service.strict_input import StrictRoute
@@ -53,7 +54,9 @@ class ImportBody(BaseModel):
 
 @router.get("/export", responses=responses(404))
 def export_database(
-    request: Request, target: str = Query(description="key, label, 'host' or JSON")
+    request: Request,
+    who: AnyReader,
+    target: str = Query(description="key, label, 'host' or JSON"),
 ) -> dict[str, Any]:
     """The target's successful records as the two files of a MetaSchedule JSON database."""
     store = request.app.state.store
@@ -87,7 +90,7 @@ def export_database(
 
 
 @router.post("/import", status_code=201)
-def import_database(body: ImportBody, request: Request) -> dict[str, Any]:
+def import_database(body: ImportBody, request: Request, who: Submitter) -> dict[str, Any]:
     """Store a JSON database's workloads and records for ``target`` and queue the verification
     of each workload's best. Any bad line is a 422 naming the file and line; nothing is written
     then."""
@@ -96,6 +99,7 @@ def import_database(body: ImportBody, request: Request) -> dict[str, Any]:
     state = request.app.state
     store = state.store
     target = resolve_job_target(body.target, store)
+    check_target(who, target.canonical, store)
     workload_lines = split_lines(body.workloads)
     record_lines = split_lines(body.records)
     if not workload_lines or len(workload_lines) > MAX_WORKLOADS:

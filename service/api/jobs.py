@@ -16,8 +16,19 @@ from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from schedules_db.store import FINAL_STATES, JobState
+from service.auth import (
+    ADMIN,
+    SUBMIT_CODE,
+    AnyReader,
+    Identity,
+    Submitter,
+    check_target,
+    forbidden,
+    require,
+)
 from service.errors import invalid, not_found, prefixed, responses
 from service.jobqueue import queue_name
+from service.quotas import check_active_jobs
 from service.schemas import JobCreate, RowId, job_json
 from service.strict_input import StrictRoute
 from tuning.catalog import get_operator, list_operators
@@ -53,13 +64,19 @@ def _live_targets(request: Request) -> set[int]:
 
 
 @router.post("", status_code=201)
-def create_job(body: JobCreate, request: Request) -> dict[str, Any]:
+def create_job(body: JobCreate, request: Request, who: Submitter) -> dict[str, Any]:
     """Validate a job completely, then record it and hand it to the target's queue.
 
     A (workload, target) whose verified best already covers the budget answers at once with
     ``cache_hit: true`` and the schedule. Nothing is written when any field is invalid.
+    Raw TIR needs ``submit-code`` and a priority above 0 ``admin`` (403, checked before
+    anything is parsed); a target no worker registered needs ``admin`` (422 otherwise); an
+    identity at its cap of queued + running jobs gets a 429. The job is the caller's:
+    ``submitted_by`` is the identity (the body's field is accepted and ignored).
     """
     state = request.app.state
+    _check_rights(body, who)
+    check_active_jobs(state.store.count_unfinished_jobs(who.name), state.settings.max_active_jobs)
     if body.trials > state.settings.max_trials:
         raise invalid(
             ("body", "trials"),
@@ -68,6 +85,7 @@ def create_job(body: JobCreate, request: Request) -> dict[str, Any]:
             body.trials,
         )
     target = resolve_job_target(body.target, state.store)
+    check_target(who, target.canonical, state.store)
     workload = _tir_workload(body) if body.tir is not None else _catalog_workload(body)
     space = _job_space(body, target.kind)
 
@@ -84,7 +102,7 @@ def create_job(body: JobCreate, request: Request) -> dict[str, Any]:
         target_row.id,
         body.trials,
         queue_name(target_row.key),
-        body.submitted_by,
+        who.name,
         body.priority,
         body.transfer_cost_model,
         space,
@@ -97,6 +115,13 @@ def create_job(body: JobCreate, request: Request) -> dict[str, Any]:
         except Exception:  # the broker is down: the job is recorded; the reaper sends it later
             log.exception("could not enqueue job %s; the reaper will retry", job.id)
     return render_job(request, store.get_job(job.id))
+
+
+def _check_rights(body: JobCreate, who: Identity) -> None:
+    if body.tir is not None:
+        require(who, SUBMIT_CODE, ("body", "tir"), "a raw TIR job")
+    if body.priority > 0:
+        require(who, ADMIN, ("body", "priority"), "a priority above 0")
 
 
 def resolve_job_target(spec: str | dict[str, Any], store: Any) -> ResolvedTarget:
@@ -167,6 +192,7 @@ def _tir_workload(body: JobCreate) -> WorkloadSpec:
 @router.get("")
 def list_jobs(
     request: Request,
+    who: AnyReader,
     state: str | None = Query(default=None),
     limit: int = Query(default=100, ge=1, le=1000),
 ) -> list[dict[str, Any]]:
@@ -179,7 +205,7 @@ def list_jobs(
 
 
 @router.get("/{job_id}", responses=responses(404))
-def get_job(job_id: RowId, request: Request) -> dict[str, Any]:
+def get_job(job_id: RowId, request: Request, who: AnyReader) -> dict[str, Any]:
     """One job: state, progress, and the schedule once it succeeded."""
     job = request.app.state.store.get_job(job_id)
     if job is None:
@@ -188,12 +214,23 @@ def get_job(job_id: RowId, request: Request) -> dict[str, Any]:
 
 
 @router.post("/{job_id}/cancel", responses=responses(404))
-def cancel_job(job_id: RowId, request: Request) -> dict[str, Any]:
+def cancel_job(job_id: RowId, request: Request, who: Submitter) -> dict[str, Any]:
     """Cancel a job: at once if queued, after the current batch if running (a flag in the job
     row, read by its worker after every batch; works on every broker). A queued job's message is
-    also revoked, as a best effort, where the broker can broadcast."""
+    also revoked, as a best effort, where the broker can broadcast. Only the job's submitter
+    or an admin may cancel it (403 otherwise)."""
     store = request.app.state.store
     before = store.get_job(job_id)
+    if before is None:
+        raise not_found("job", job_id)
+    if not who.owns(before.submitted_by):
+        raise forbidden(
+            ADMIN,
+            ("path", "job_id"),
+            f"job {job_id} was submitted by {before.submitted_by}; only they or an admin may "
+            "cancel it",
+            "not_owner",
+        )
     job = store.request_cancel(job_id)
     if job is None:
         raise not_found("job", job_id)
@@ -207,7 +244,7 @@ EVENTS_KEEPALIVE_S = 15.0
 
 
 @router.get("/{job_id}/events", responses=responses(404))
-async def job_events(job_id: RowId, request: Request) -> StreamingResponse:
+async def job_events(job_id: RowId, request: Request, who: AnyReader) -> StreamingResponse:
     """Server-sent events for one job until it is final: ``state`` when its state changes
     (the first event is always one), ``progress`` when trials or the best latency move, then
     ``end``. Each event's data is the job as ``GET /jobs/{id}`` shows it. A client that loses

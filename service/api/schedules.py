@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import FileResponse, Response
 
 from schedules_db.store import target_key
+from service.auth import AnyReader
 from service.errors import invalid, not_found, responses
 from service.schemas import RowId, schedule_json
 from service.strict_input import StrictRoute
@@ -45,6 +46,7 @@ def render(request: Request, row: Any, detail: bool) -> dict[str, Any]:
 @router.get("")
 def list_schedules(
     request: Request,
+    who: AnyReader,
     operator: str | None = Query(default=None),
     target: str | None = Query(default=None, description="key, label, 'host' or JSON"),
     workload_id: RowId | None = None,
@@ -61,7 +63,7 @@ def list_schedules(
 
 
 @router.get("/{schedule_id}", responses=responses(404))
-def get_schedule(schedule_id: RowId, request: Request) -> dict[str, Any]:
+def get_schedule(schedule_id: RowId, request: Request, who: AnyReader) -> dict[str, Any]:
     """One schedule with its MetaSchedule trace and the scheduled TIR."""
     row = request.app.state.store.get_schedule(schedule_id)
     if row is None:
@@ -70,7 +72,7 @@ def get_schedule(schedule_id: RowId, request: Request) -> dict[str, Any]:
 
 
 @router.get("/{schedule_id}/artifact", response_model=None, responses=responses(304, 404))
-def get_artifact(schedule_id: RowId, request: Request) -> Response:
+def get_artifact(schedule_id: RowId, request: Request, who: AnyReader) -> Response:
     """The compiled shared library of a schedule (``ETag`` and ``X-Content-SHA256``: sha256)."""
     store = request.app.state.store
     row = store.get_schedule(schedule_id)

@@ -8,6 +8,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 
 from schedules_db.models import utcnow
+from service.auth import AnyReader
 from service.schemas import iso
 from service.strict_input import StrictRoute
 
@@ -15,7 +16,7 @@ router = APIRouter(prefix="/workers", tags=["workers"], route_class=StrictRoute)
 
 
 @router.get("")
-def list_workers(request: Request) -> list[dict[str, Any]]:
+def list_workers(request: Request, who: AnyReader) -> list[dict[str, Any]]:
     """Every registered worker: ``live`` (heart-beating), ``stale`` (silent for longer than
     the stale limit: killed or cut off) or ``stopped`` (shut down cleanly)."""
     store = request.app.state.store

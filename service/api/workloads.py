@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Query, Request
 
 from service.api.schedules import render
+from service.auth import AnyReader
 from service.errors import not_found, responses
 from service.schemas import RowId, target_json, workload_json
 from service.strict_input import StrictRoute
@@ -17,6 +18,7 @@ router = APIRouter(prefix="/workloads", tags=["workloads"], route_class=StrictRo
 @router.get("")
 def list_workloads(
     request: Request,
+    who: AnyReader,
     operator: str | None = Query(default=None),
     limit: int = Query(default=100, ge=1, le=1000),
 ) -> list[dict[str, Any]]:
@@ -25,7 +27,7 @@ def list_workloads(
 
 
 @router.get("/{workload_id}", responses=responses(404))
-def get_workload(workload_id: RowId, request: Request) -> dict[str, Any]:
+def get_workload(workload_id: RowId, request: Request, who: AnyReader) -> dict[str, Any]:
     """One workload and, per target it was measured on, the stored records and the verified best
     (fastest first; targets without a verified best last)."""
     store = request.app.state.store

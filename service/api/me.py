@@ -1,0 +1,35 @@
+"""``/api/v1/me``: who the request's token is and what it may do."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+
+from schedules_db.tokens import SCOPES
+from service.auth import Reader
+from service.schemas import iso
+
+router = APIRouter(tags=["auth"])
+
+
+@router.get("/me")
+def me(who: Reader, request: Request) -> dict[str, Any]:
+    """The identity, its scopes (``granted`` on the token, ``scopes`` with what they imply),
+    the token's id and expiry, and the limits that apply to it."""
+    settings = request.app.state.settings
+    token = who.token
+    return {
+        "identity": who.name,
+        "auth": settings.auth,
+        "token_id": token.id if token else None,
+        "granted": list(token.scopes) if token else [s for s in SCOPES if s in who.scopes],
+        "scopes": [s for s in SCOPES if s in who.scopes],
+        "expires_at": iso(token.expires_at) if token else None,
+        "limits": {
+            "write_rate_per_s": settings.write_rate_per_s,
+            "write_burst": settings.write_burst,
+            "max_active_jobs": settings.max_active_jobs,
+            "max_trials": settings.max_trials,
+        },
+    }

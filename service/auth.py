@@ -1,0 +1,247 @@
+"""Who is asking, and may they: bearer tokens → `Identity`, one `Access` rule per route.
+
+Every route under ``/api/v1`` takes exactly one of the `Annotated` identities below
+(`AnyReader`, `Reader`, `Submitter`, `CodeSubmitter`, `Admin`); the rule is the `Access` object
+in its dependency, so the route table says what each route needs (`access_rules`). A rule:
+
+* with auth off (`Settings.auth` False, the embedded default): every client is the identity
+  ``local`` with every scope (``local@<address>`` for a client not on loopback, so that limits
+  count per client address);
+* with auth on: ``Authorization: Bearer <token>`` must name an active token (else 401 with
+  ``WWW-Authenticate: Bearer``; missing, unknown, expired and revoked tokens each say so), whose
+  scopes imply the rule's (else 403). `AnyReader` routes also answer without a token when
+  ``Settings.anonymous_reads`` is on (identity ``anonymous``);
+* on write routes, spends one token of the identity's write bucket (else 429).
+
+Checks that depend on the request body (`require`: raw TIR needs ``submit-code``, priority above
+0 needs ``admin``; `check_target`: a target no worker registered needs ``admin``) are called by
+the routes. 401/403/429 bodies are `service.refusals.Refusal`'s ``{"detail", "type", ...}``; the
+unknown-target 422 is FastAPI's ``{"detail": [{"loc", "msg", "type"}]}``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi.dependencies.models import Dependant
+from fastapi.routing import APIRoute
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from schedules_db.store import target_key
+from schedules_db.tokens import ADMIN, READ, SCOPES, SUBMIT, SUBMIT_CODE, TokenInfo
+from service.errors import invalid
+from service.refusals import Refusal, refusal_schema
+
+LOCAL, ANONYMOUS = "local", "anonymous"
+TOUCH_EVERY_S = 60.0  # a token's last_used_at is written at most this often per process
+_last_touch: dict[tuple[int, int], float] = {}  # (token store, token id) -> monotonic time
+_bearer = HTTPBearer(auto_error=False, description="an API token: `tunehub token create`")
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who a request acts as: ``name`` (a token's name, ``local`` or ``anonymous``), its
+    effective scopes, and the key its limits count under."""
+
+    name: str
+    scopes: frozenset[str]
+    limit_key: str
+    token: TokenInfo | None = None
+
+    def can(self, scope: str) -> bool:
+        """True when the identity holds ``scope`` (directly or implied)."""
+        return scope in self.scopes
+
+    def owns(self, submitted_by: str | None) -> bool:
+        """May act on what ``submitted_by`` submitted: it is this identity, or an admin."""
+        return self.can(ADMIN) or submitted_by == self.name
+
+    @property
+    def expires_at(self) -> datetime | None:
+        """When the token stops working (None: never, or no token)."""
+        return self.token.expires_at if self.token else None
+
+
+def unauthorized(msg: str, kind: str) -> Refusal:
+    """A 401 for a missing or unusable token (RFC 6750's challenge in ``WWW-Authenticate``)."""
+    challenge = 'Bearer realm="tunehub"'
+    if kind != "missing_token":
+        challenge += ', error="invalid_token"'
+    return Refusal(401, msg, kind, {"WWW-Authenticate": challenge})
+
+
+def forbidden(
+    scope: str, loc: Sequence[str], msg: str, kind: str = "insufficient_scope"
+) -> Refusal:
+    """A 403: the identity lacks ``scope`` (or, with another ``kind``, another right) for what
+    ``loc`` names."""
+    challenge = f'Bearer realm="tunehub", error="insufficient_scope", scope="{scope}"'
+    return Refusal(403, msg, kind, {"WWW-Authenticate": challenge}, scope=scope, loc=list(loc))
+
+
+def require(identity: Identity, scope: str, loc: Sequence[str], what: str) -> None:
+    """403 unless ``identity`` holds ``scope``; ``what`` names what needs it."""
+    if not identity.can(scope):
+        raise forbidden(scope, loc, f"{what} needs the {scope!r} scope ({identity.name} lacks it)")
+
+
+def check_target(identity: Identity, canonical: dict[str, Any], store: Any) -> None:
+    """A job (or import) for a target no worker has registered needs ``admin``; others get a
+    422 on ``("body", "target")`` listing the targets workers did register."""
+    if identity.can(ADMIN):
+        return
+    registered = store.registered_target_ids()
+    row = store.find_target(target_key(canonical))
+    if row is not None and row.id in registered:
+        return
+    known = [t for t in store.list_targets() if t.id in registered]
+    names = ", ".join(f"{t.label} ({t.key})" for t in known) or "none yet"
+    raise invalid(
+        ("body", "target"),
+        f"no worker has registered this target; known targets: {names} "
+        "(a target without workers needs the 'admin' scope)",
+        "unknown_target",
+        [t.label for t in known],
+    )
+
+
+class Access:
+    """A route's access rule, and the FastAPI dependency that enforces it (see the module
+    docstring): the scope it needs, whether anonymous reads may pass, whether it is a write."""
+
+    def __init__(self, scope: str, anonymous: bool = False, write: bool = False) -> None:
+        assert scope in SCOPES
+        self.scope, self.anonymous, self.write = scope, anonymous, write
+
+    def __repr__(self) -> str:
+        extra = ", anonymous" if self.anonymous else ""
+        return f"Access({self.scope!r}{extra}{', write' if self.write else ''})"
+
+    def __call__(
+        self,
+        request: Request,
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    ) -> Identity:
+        state = request.app.state
+        identity = self._identify(request, credentials)
+        if not identity.can(self.scope):
+            raise forbidden(
+                self.scope,
+                ("header", "authorization"),
+                f"this route needs the {self.scope!r} scope; {identity.name} has "
+                f"{', '.join(s for s in SCOPES if s in identity.scopes) or 'none'}",
+            )
+        if self.write:
+            state.write_limiter.check(identity.limit_key)
+        return identity
+
+    def _identify(
+        self, request: Request, credentials: HTTPAuthorizationCredentials | None
+    ) -> Identity:
+        settings = request.app.state.settings
+        address = request.client.host if request.client else ""
+        if not settings.auth:
+            name = LOCAL if _is_loopback(address) else f"{LOCAL}@{address}"
+            return Identity(name, frozenset(SCOPES), f"addr:{address}")
+        if credentials is None:
+            if self.anonymous and settings.anonymous_reads:
+                return Identity(ANONYMOUS, frozenset({READ}), f"addr:{address}")
+            raise unauthorized(
+                "an API token is required: Authorization: Bearer <token>", "missing_token"
+            )
+        token = request.app.state.tokens.find(credentials.credentials)
+        if token is None:
+            raise unauthorized("unknown API token", "invalid_token")
+        state = token.state()
+        if state != "active":
+            raise unauthorized(f"API token {token.id} ({token.name}) is {state}", f"token_{state}")
+        self._touch(request, token)
+        return Identity(token.name, token.effective, f"id:{token.name}", token)
+
+    @staticmethod
+    def _touch(request: Request, token: TokenInfo) -> None:
+        tokens, now = request.app.state.tokens, time.monotonic()
+        key = (id(tokens), token.id)
+        if now - _last_touch.get(key, -TOUCH_EVERY_S) >= TOUCH_EVERY_S:
+            _last_touch[key] = now
+            tokens.mark_used(token.id)
+
+
+def _is_loopback(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:  # no address (an in-process client) or a name
+        return True
+
+
+ANY_READ = Access(READ, anonymous=True)
+READ_ONLY = Access(READ)
+SUBMIT_RULE = Access(SUBMIT, write=True)
+SUBMIT_CODE_RULE = Access(SUBMIT_CODE, write=True)
+ADMIN_RULE = Access(ADMIN, write=True)
+
+AnyReader = Annotated[Identity, Depends(ANY_READ)]  # read; anonymous if the operator allows
+Reader = Annotated[Identity, Depends(READ_ONLY)]  # read, always with a token
+Submitter = Annotated[Identity, Depends(SUBMIT_RULE)]
+CodeSubmitter = Annotated[Identity, Depends(SUBMIT_CODE_RULE)]
+Admin = Annotated[Identity, Depends(ADMIN_RULE)]
+
+
+def access_rules(dependant: Dependant) -> list[Access]:
+    """The `Access` rules among a route's dependencies (a well-formed route has one)."""
+    found, stack = [], list(dependant.dependencies)
+    while stack:
+        sub = stack.pop()
+        if isinstance(sub.call, Access):
+            found.append(sub.call)
+        stack.extend(sub.dependencies)
+    return found
+
+
+def route_table(app: FastAPI) -> list[tuple[str, str, list[Access]]]:
+    """(method, full path, access rules) of every API route the app serves."""
+    try:  # FastAPI >= 0.16x includes routers lazily: walk the effective routes
+        from fastapi.routing import iter_route_contexts
+    except ImportError:  # pragma: no cover - older FastAPI: app.routes is flat
+        contexts: Any = app.routes
+    else:
+        contexts = iter_route_contexts(app.routes)
+    table = []
+    for route in contexts:
+        if isinstance(getattr(route, "original_route", route), APIRoute):
+            for method in sorted(route.methods):
+                table.append((method, route.path, access_rules(route.dependant)))
+    return table
+
+
+def document_responses(router: APIRouter) -> None:
+    """Add the statuses a router's access rules answer (401, 403, and 429 on writes) to each
+    of its routes' OpenAPI responses. Call before the router is included."""
+    for route in router.routes:
+        if not isinstance(route, APIRoute):
+            continue
+        rules = access_rules(route.dependant)
+        if not rules:
+            continue
+        route.responses.setdefault(
+            401,
+            refusal_schema(
+                "no usable API token (missing, unknown, expired or revoked)",
+                {"WWW-Authenticate": "Bearer"},
+            ),
+        )
+        route.responses.setdefault(403, refusal_schema("the token lacks a scope this needs"))
+        if any(rule.write for rule in rules):
+            route.responses.setdefault(
+                429,
+                refusal_schema(
+                    "the identity's write rate or job cap is exhausted",
+                    {"Retry-After": "seconds to wait"},
+                ),
+            )

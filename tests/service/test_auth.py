@@ -1,0 +1,452 @@
+"""Auth and per-identity quotas over a real uvicorn server (SQLite store): the scope matrix,
+generated from the route table, token states, ownership, admin-only requests, limits, the token
+CLI and `serve`'s refusal to listen openly without auth."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import update
+
+from schedules_db import Store, make_engine, upgrade_schema
+from schedules_db.models import ApiTokenRow
+from schedules_db.tokens import TokenStore
+from service.app import create_app
+from service.auth import Access, route_table
+from service.cli import main, serve_refusal
+from service.settings import Settings
+from service.token_cli import parse_expiry
+from tests.conftest import TINY, ServerThread
+
+PREFIX = "/api/v1"
+# The matrix's columns: who asks, with which granted scopes ("anonymous": no token).
+WHO = {
+    "anonymous": None,
+    "read": ("reader", ["read"]),
+    "submit": ("alice", ["submit"]),  # owns the jobs the matrix acts on
+    "submit-code": ("carol", ["submit-code"]),
+    "admin": ("root", ["admin"]),
+    "other-submit": ("bob", ["submit"]),
+}
+
+
+def _job(trials: int = 8, **extra: Any) -> dict[str, Any]:
+    return {"operator": {"name": "matmul", "params": dict(TINY)}, "trials": trials, **extra}
+
+
+class Deployment:
+    """A server over its own SQLite store, with one token per `WHO` column and a worker
+    registered for the host target (so that non-admins may submit to it)."""
+
+    def __init__(self, root: Path, **settings: Any) -> None:
+        self.settings = Settings(data_dir=root, **settings)
+        engine = make_engine(self.settings.store_url)
+        upgrade_schema(engine)
+        self.engine, self.tokens, self.store = engine, TokenStore(engine), Store(engine)
+        self.app = create_app(self.settings, run_reaper=False)
+        self.server = ServerThread(self.app)
+        self.token: dict[str, str] = {}
+        for column, spec in WHO.items():
+            if spec:
+                self.token[column], _ = self.tokens.create(spec[0], spec[1])
+
+    def __enter__(self) -> Deployment:
+        self.server.__enter__()
+        self.http = httpx.Client(base_url=self.server.url + PREFIX, timeout=120)
+        host = self.post("admin", "/jobs", _job(trials=1, priority=-100))
+        assert host.status_code == 201, host.text
+        self.store.register_worker("w1", "h", 1, [self._target_id(host.json())], {})
+        return self
+
+    def _target_id(self, job: dict[str, Any]) -> int:
+        return self.store.find_target(job["target"]["key"]).id
+
+    def __exit__(self, *exc: object) -> None:
+        self.http.close()
+        self.server.__exit__(*exc)
+        self.engine.dispose()
+
+    def headers(self, who: str) -> dict[str, str]:
+        token = self.token.get(who)
+        return {"Authorization": f"Bearer {token}"} if token else {}
+
+    def get(self, who: str, path: str, **kw: Any) -> httpx.Response:
+        return self.http.get(path, headers=self.headers(who), **kw)
+
+    def post(self, who: str, path: str, body: Any = None, **kw: Any) -> httpx.Response:
+        return self.http.post(path, json=body, headers=self.headers(who), **kw)
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+    root = tmp_path_factory.mktemp("auth")
+    with Deployment(root, auth=True, write_rate_per_s=0, max_active_jobs=0) as deployment:
+        yield deployment
+
+
+def _routes(app: Any) -> list[tuple[str, str, list[Access]]]:
+    return [row for row in route_table(app) if row[1].startswith(PREFIX)]
+
+
+# ---------------------------------------------------------------- the scope matrix
+@dataclass
+class Sample:
+    """A request to one route: what an identity allowed by its rule gets (``ok``), and any
+    identity for which the route itself says otherwise (``override``)."""
+
+    ok: int
+    path: dict[str, str] = field(default_factory=dict)  # name -> key in `ids`
+    query: dict[str, str] = field(default_factory=dict)
+    body: Any = None
+    override: dict[str, int] = field(default_factory=dict)
+
+
+SAMPLES = {
+    ("GET", "/api/v1/jobs"): Sample(200),
+    ("POST", "/api/v1/jobs"): Sample(201, body=_job()),
+    ("GET", "/api/v1/jobs/{job_id}"): Sample(200, path={"job_id": "job"}),
+    ("POST", "/api/v1/jobs/{job_id}/cancel"): Sample(
+        200, path={"job_id": "job"}, override={"submit-code": 403, "other-submit": 403}
+    ),
+    ("GET", "/api/v1/jobs/{job_id}/events"): Sample(200, path={"job_id": "done"}),
+    ("GET", "/api/v1/schedules"): Sample(200),
+    ("GET", "/api/v1/schedules/{schedule_id}"): Sample(404, path={"schedule_id": "none"}),
+    ("GET", "/api/v1/schedules/{schedule_id}/artifact"): Sample(404, path={"schedule_id": "none"}),
+    ("GET", "/api/v1/workloads"): Sample(200),
+    ("GET", "/api/v1/workloads/{workload_id}"): Sample(200, path={"workload_id": "workload"}),
+    ("GET", "/api/v1/export"): Sample(200, query={"target": "host"}),
+    ("POST", "/api/v1/import"): Sample(422, body={}),
+    ("GET", "/api/v1/operators"): Sample(200),
+    ("GET", "/api/v1/targets"): Sample(200),
+    ("GET", "/api/v1/workers"): Sample(200),
+    ("GET", "/api/v1/me"): Sample(200),
+}
+
+
+UNREGISTERED = {"kind": "llvm", "num-cores": 1}  # a target no worker has
+# POST /jobs bodies whose content needs more than the route's `submit`: (body, scope it needs,
+# status with it (None: past auth, the sandbox judges the source), status without it)
+BODY_RULES = {
+    "tir": (
+        {"tir": {"format": "tvmscript", "source": "x = 1"}, "trials": 4},
+        "submit-code",
+        None,
+        403,
+    ),
+    "priority 5": (_job(priority=5), "admin", 201, 403),
+    "unregistered target": (_job(target=UNREGISTERED), "admin", 201, 422),
+}
+
+
+def _expected(rules: list[Access], who: str, sample: Sample, anonymous_reads: bool = False) -> int:
+    (rule,) = rules
+    if WHO[who] is None:
+        return sample.ok if rule.anonymous and anonymous_reads else 401
+    if who in sample.override:
+        return sample.override[who]
+    return sample.ok if rule.scope in _scopes(who) else 403
+
+
+def _scopes(who: str) -> set[str]:
+    from schedules_db.tokens import effective_scopes
+
+    return set(effective_scopes(WHO[who][1]))
+
+
+def _send(d: Deployment, who: str, method: str, path: str, sample: Sample, ids: dict) -> Any:
+    url = path.removeprefix(PREFIX)
+    for name, key in sample.path.items():
+        url = url.replace("{" + name + "}", str(ids[key]))
+    if method == "GET":
+        return d.get(who, url, params=sample.query)
+    return d.post(who, url, sample.body, params=sample.query)
+
+
+def test_every_api_route_declares_exactly_one_access_rule(deployment: Deployment) -> None:
+    routes = _routes(deployment.app)
+    assert len(routes) >= len(SAMPLES)
+    without = [f"{m} {p}" for m, p, rules in routes if len(rules) != 1]
+    assert without == [], f"routes without exactly one access rule: {without}"
+    unsampled = [f"{m} {p}" for m, p, _ in routes if (m, p) not in SAMPLES]
+    assert unsampled == [], f"add these routes to SAMPLES (the scope matrix): {unsampled}"
+
+
+def test_scope_matrix(deployment: Deployment) -> None:
+    """Every /api/v1 route x {anonymous, read, submit, submit-code, admin, another identity's
+    submit} gets the status its rule (and the route's own ownership rule) says."""
+    d = deployment
+    job = d.post("submit", "/jobs", _job()).json()
+    done = d.post("submit", "/jobs", _job())
+    assert done.status_code == 201
+    d.post("submit", f"/jobs/{done.json()['id']}/cancel")
+    ids = {"job": job["id"], "done": done.json()["id"], "none": 987654}
+    ids["workload"] = job["workload"]["id"]
+    table, wrong = {}, []
+    for method, path, rules in _routes(d.app):
+        sample = SAMPLES[(method, path)]
+        for who in WHO:
+            response = _send(d, who, method, path, sample, ids)
+            expected = _expected(rules, who, sample)
+            table[(method, path, who)] = response.status_code
+            if response.status_code != expected:
+                wrong.append((method, path, who, expected, response.status_code, response.text))
+            if response.status_code == 401:
+                assert response.headers["www-authenticate"].startswith("Bearer")
+                assert response.json()["type"] == "missing_token"
+            if response.status_code == 403:
+                assert response.json()["type"] in ("insufficient_scope", "not_owner")
+    for label, (body, scope, ok, refused) in BODY_RULES.items():
+        for who in WHO:
+            response = d.post(who, "/jobs", body)
+            if WHO[who] is None:
+                expected = 401
+            elif "submit" not in _scopes(who):
+                expected = 403  # the route's own rule
+            else:
+                expected = ok if scope in _scopes(who) else refused
+            table[("POST", f"/api/v1/jobs [{label}]", who)] = response.status_code
+            passed = expected is None and response.status_code not in (401, 403)
+            if response.status_code != expected and not passed:
+                wrong.append((label, who, expected, response.status_code, response.text))
+    assert wrong == []
+    print("\n" + _render(table))  # the matrix, for the record (pytest -s)
+
+
+def _render(table: dict[tuple[str, str, str], int]) -> str:
+    rows = sorted({(m, p) for m, p, _ in table}, key=lambda mp: (mp[1], mp[0]))
+    lines = ["| route | " + " | ".join(WHO) + " |", "|---" * (len(WHO) + 1) + "|"]
+    for m, p in rows:
+        lines.append(f"| {m} {p} | " + " | ".join(str(table[(m, p, w)]) for w in WHO) + " |")
+    return "\n".join(lines)
+
+
+def test_anonymous_reads_when_the_operator_allows_them(tmp_path: Path) -> None:
+    with Deployment(tmp_path, auth=True, anonymous_reads=True, write_rate_per_s=0) as d:
+        job = d.post("submit", "/jobs", _job()).json()
+        d.post("submit", f"/jobs/{job['id']}/cancel")
+        ids = {"job": job["id"], "done": job["id"], "none": 987654}
+        ids["workload"] = job["workload"]["id"]
+        for method, path, rules in _routes(d.app):
+            sample = SAMPLES[(method, path)]
+            response = _send(d, "anonymous", method, path, sample, ids)
+            expected = _expected(rules, "anonymous", sample, anonymous_reads=True)
+            assert response.status_code == expected, (method, path, response.text)
+
+
+# ---------------------------------------------------------------- tokens
+def test_missing_unknown_expired_and_revoked_tokens_are_401(tmp_path: Path) -> None:
+    with Deployment(tmp_path, auth=True) as d:
+        expiring, info = d.tokens.create("eve", ["read"], datetime.now(timezone.utc) + timedelta(1))
+        revoked, gone = d.tokens.create("mallory", ["admin"])
+        assert d.http.get("/jobs", headers={"Authorization": f"Bearer {expiring}"}).is_success
+        with d.engine.begin() as conn:  # time passes
+            past = datetime.now(timezone.utc) - timedelta(seconds=1)
+            conn.execute(
+                update(ApiTokenRow).where(ApiTokenRow.id == info.id).values(expires_at=past)
+            )
+        d.tokens.revoke(gone.id)
+        cases = {
+            None: "missing_token",
+            "Basic dXNlcjpwYXNz": "missing_token",
+            "Bearer thb_notatoken": "invalid_token",
+            f"Bearer {expiring}": "token_expired",
+            f"Bearer {revoked}": "token_revoked",
+        }
+        for header, kind in cases.items():
+            headers = {"Authorization": header} if header else {}
+            for response in (
+                d.http.get("/jobs", headers=headers),
+                d.http.post("/jobs", json=_job(), headers=headers),
+            ):
+                assert response.status_code == 401, (header, response.text)
+                assert response.json()["type"] == kind
+                assert response.headers["www-authenticate"].startswith('Bearer realm="tunehub"')
+
+
+def test_me_says_who_the_token_is(deployment: Deployment) -> None:
+    expires = datetime.now(timezone.utc).replace(microsecond=0) + timedelta(days=30)
+    text, info = deployment.tokens.create("dora", ["submit-code"], expires)
+    response = deployment.http.get("/me", headers={"Authorization": f"Bearer {text}"})
+    assert response.status_code == 200
+    me = response.json()
+    assert me["identity"] == "dora" and me["auth"] is True and me["token_id"] == info.id
+    assert me["granted"] == ["submit-code"]
+    assert me["scopes"] == ["read", "submit", "submit-code"]
+    assert datetime.fromisoformat(me["expires_at"]) == expires
+    assert set(me["limits"]) >= {"write_rate_per_s", "write_burst", "max_active_jobs"}
+
+
+# ---------------------------------------------------------------- rules in the body
+def test_the_job_is_the_tokens_identity_whatever_the_body_says(deployment: Deployment) -> None:
+    response = deployment.post("submit", "/jobs", _job(submitted_by="mallory"))
+    assert response.status_code == 201
+    assert response.json()["submitted_by"] == "alice"
+    assert deployment.get("read", f"/jobs/{response.json()['id']}").json()["submitted_by"] == (
+        "alice"
+    )
+
+
+def test_cancelling_another_identitys_job_is_403(deployment: Deployment) -> None:
+    job = deployment.post("submit", "/jobs", _job()).json()
+    response = deployment.post("other-submit", f"/jobs/{job['id']}/cancel")
+    assert response.status_code == 403 and response.json()["type"] == "not_owner"
+    assert deployment.get("read", f"/jobs/{job['id']}").json()["state"] == "queued"
+    assert deployment.post("admin", f"/jobs/{job['id']}/cancel").json()["state"] == "cancelled"
+
+
+def test_priority_above_zero_needs_admin(deployment: Deployment) -> None:
+    for who in ("submit", "submit-code"):
+        response = deployment.post(who, "/jobs", _job(priority=5))
+        assert response.status_code == 403, response.text
+        assert response.json()["loc"] == ["body", "priority"]
+        assert response.json()["scope"] == "admin"
+    assert deployment.post("submit", "/jobs", _job(priority=-5)).status_code == 201
+    response = deployment.post("admin", "/jobs", _job(priority=5))
+    assert response.status_code == 201 and response.json()["priority"] == 5
+
+
+def test_raw_tir_needs_submit_code_and_is_refused_before_it_is_parsed(
+    deployment: Deployment,
+) -> None:
+    body = {"tir": {"format": "tvmscript", "source": "import os"}, "trials": 4}
+    before = [job.id for job in deployment.store.list_jobs(limit=1000)]
+    response = deployment.post("submit", "/jobs", body)
+    assert response.status_code == 403 and response.json()["loc"] == ["body", "tir"]
+    assert response.json()["scope"] == "submit-code"
+    assert [job.id for job in deployment.store.list_jobs(limit=1000)] == before
+    # submit-code passes the rule (the source itself is then judged by the sandbox)
+    allowed = deployment.post("submit-code", "/jobs", body)
+    assert allowed.status_code not in (401, 403), allowed.text
+
+
+def test_a_target_no_worker_registered_needs_admin(deployment: Deployment) -> None:
+    target = {"kind": "llvm", "num-cores": 2}
+    response = deployment.post("submit", "/jobs", _job(target=target))
+    assert response.status_code == 422, response.text
+    (error,) = response.json()["detail"]
+    assert error["loc"] == ["body", "target"] and error["type"] == "unknown_target"
+    host_label = deployment.get("read", "/targets").json()["host"]["label"]
+    assert host_label in error["msg"] and error["input"] == [host_label]
+    admin = deployment.post("admin", "/jobs", _job(target=target))
+    assert admin.status_code == 201, admin.text
+    # created by the admin's job, but still no worker has it: others still get the 422
+    assert deployment.post("submit", "/jobs", _job(target=target)).status_code == 422
+
+
+# ---------------------------------------------------------------- limits
+def test_write_rate_limit_is_a_429_with_retry_after_and_spares_reads(tmp_path: Path) -> None:
+    with Deployment(tmp_path, auth=True, write_rate_per_s=0.5, write_burst=3) as d:
+        # the deployment's own set-up spent one of root's writes; alice has her own bucket
+        statuses = [d.post("submit", "/jobs/987654/cancel").status_code for _ in range(4)]
+        assert statuses == [404, 404, 404, 429]
+        limited = d.post("submit", "/jobs", _job())
+        assert limited.status_code == 429 and limited.json()["type"] == "rate_limited"
+        assert 1 <= int(limited.headers["retry-after"]) <= 2
+        assert limited.json()["retry_after_s"] == int(limited.headers["retry-after"])
+        assert d.post("other-submit", "/jobs", _job()).status_code == 201  # per identity
+        assert all(d.get("submit", "/jobs").status_code == 200 for _ in range(20))  # reads
+        time.sleep(2.1)  # one token back at 0.5/s
+        assert d.post("submit", "/jobs", _job()).status_code == 201
+
+
+def test_queued_jobs_per_identity_are_capped(tmp_path: Path) -> None:
+    with Deployment(tmp_path, auth=True, write_rate_per_s=0, max_active_jobs=2) as d:
+        first = d.post("submit", "/jobs", _job()).json()
+        assert d.post("submit", "/jobs", _job()).status_code == 201
+        capped = d.post("submit", "/jobs", _job())
+        assert capped.status_code == 429 and capped.json()["type"] == "too_many_jobs"
+        assert int(capped.headers["retry-after"]) >= 1
+        assert d.post("other-submit", "/jobs", _job()).status_code == 201
+        d.post("submit", f"/jobs/{first['id']}/cancel")
+        assert d.post("submit", "/jobs", _job()).status_code == 201
+
+
+def test_with_auth_off_everyone_is_local_and_limits_count_per_address(tmp_path: Path) -> None:
+    with Deployment(tmp_path, write_rate_per_s=0.01, write_burst=3) as d:
+        me = d.get("anonymous", "/me").json()
+        assert me["identity"] == "local" and me["auth"] is False
+        assert me["scopes"] == ["read", "submit", "submit-code", "admin"]
+        bogus = {"Authorization": "Bearer whatever"}  # ignored: there is no auth
+        job = d.http.post("/jobs", json=_job(submitted_by="x"), headers=bogus)
+        assert job.status_code == 201 and job.json()["submitted_by"] == "local"
+        # set-up + this job spent 2 of the address's 3; tokens of any name share the bucket
+        assert d.post("other-submit", "/jobs/987654/cancel").status_code == 404
+        assert d.post("submit", "/jobs/987654/cancel").status_code == 429
+
+
+def test_openapi_documents_the_auth_and_limit_statuses(deployment: Deployment) -> None:
+    spec = deployment.http.get(deployment.server.url + "/openapi.json").json()
+    for method, path, rules in _routes(deployment.app):
+        documented = set(spec["paths"][path][method.lower()]["responses"])
+        assert {"401", "403"} <= documented, (method, path)
+        if rules[0].write:
+            assert "429" in documented, (method, path)
+
+
+# ---------------------------------------------------------------- CLI
+def test_token_cli_creates_lists_and_revokes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    db = ["--database-url", url]
+    argv = ["token", "create", "--name", "ops", "--scope", "admin", "--expires", "30d", *db]
+    assert main(argv) == 0
+    out = capsys.readouterr()
+    token = out.out.strip()
+    assert re.fullmatch(r"thb_[A-Za-z0-9_-]{43}", token), out
+    assert "ops (admin)" in out.err and "shown once" in out.err
+    engine = make_engine(url)
+    found = TokenStore(engine).find(token)
+    assert found.name == "ops" and found.state() == "active"
+    assert timedelta(days=29) < found.expires_at - datetime.now(timezone.utc) <= timedelta(days=30)
+    assert (
+        main(["token", "create", "--name", "ci", "--scope", "read", "--scope", "submit", *db]) == 0
+    )
+    capsys.readouterr()
+    assert main(["token", "list", *db]) == 0
+    listing = capsys.readouterr().out
+    assert token not in listing and "ops" in listing and "read,submit" in listing
+    assert main(["token", "revoke", "ops", *db]) == 0
+    assert "revoked token" in capsys.readouterr().out
+    assert TokenStore(engine).find(token).state() == "revoked"
+    assert main(["token", "revoke", "ops", *db]) == 1  # nothing active left
+    assert main(["token", "revoke", "2", *db]) == 0  # by id
+    assert main(["token", "create", "--name", "local", "--scope", "read", *db]) == 2
+    with pytest.raises(SystemExit):
+        main(["token", "create", "--name", "x", "--scope", "root", *db])
+    engine.dispose()
+
+
+def test_expiry_parsing() -> None:
+    now = datetime(2030, 1, 1, tzinfo=timezone.utc)
+    assert parse_expiry("30d", now) == now + timedelta(days=30)
+    assert parse_expiry("12h", now) == now + timedelta(hours=12)
+    assert parse_expiry("2031-02-03") == datetime(2031, 2, 3, tzinfo=timezone.utc)
+    assert parse_expiry("2031-02-03T04:05:06+01:00") == datetime(
+        2031, 2, 3, 3, 5, 6, tzinfo=timezone.utc
+    )
+
+
+def test_serve_refuses_a_public_address_without_auth(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("TUNEHUB_AUTH", raising=False)
+    assert serve_refusal("0.0.0.0", Settings(), insecure=False)
+    assert serve_refusal("192.0.2.7", Settings(), insecure=False)
+    assert serve_refusal("0.0.0.0", Settings(auth=True), insecure=False) is None
+    assert serve_refusal("0.0.0.0", Settings(), insecure=True) is None
+    for host in ("127.0.0.1", "localhost", "::1"):
+        assert serve_refusal(host, Settings(), insecure=False) is None
+    started = time.monotonic()
+    argv = ["serve", "--host", "0.0.0.0", "--workers", "0", "--data-dir", str(tmp_path)]
+    assert main(argv) == 2
+    assert time.monotonic() - started < 5
+    assert "--insecure" in capsys.readouterr().err
