@@ -317,6 +317,17 @@ def cmd_fetch(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_whoami(args: argparse.Namespace) -> int:
+    """Print who the token is (GET /me)."""
+    with _client(args) as client:
+        me = client.me()
+    expires = me["expires_at"] or "never"
+    print(
+        f"{me['identity']}: {', '.join(me['scopes'])} (token {me['token_id']}, expires {expires})"
+    )
+    return 0
+
+
 def cmd_operators(args: argparse.Namespace) -> int:
     """Print the operator catalog."""
     with _client(args) as client:
@@ -437,6 +448,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("workers", help="list the worker fleet")
     server_option(p)
     p.set_defaults(func=cmd_workers)
+
+    p = sub.add_parser("whoami", help="who the token is and what it may do")
+    server_option(p)
+    p.set_defaults(func=cmd_whoami)
 
     p = sub.add_parser("operators", help="list the operator catalog")
     server_option(p)

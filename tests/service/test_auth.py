@@ -425,6 +425,24 @@ def test_token_cli_creates_lists_and_revokes(
     engine.dispose()
 
 
+def test_cli_and_client_send_the_token(
+    deployment: Deployment, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = deployment.server.url
+    assert main(["whoami", "--server", url, "--token", deployment.token["submit"]]) == 0
+    assert capsys.readouterr().out.startswith("alice: read, submit (token ")
+    monkeypatch.setenv("TUNEHUB_TOKEN", deployment.token["admin"])
+    assert main(["whoami", "--server", url]) == 0
+    assert capsys.readouterr().out.startswith("root: read, submit, submit-code, admin")
+    job = deployment.post("submit", "/jobs", _job()).json()
+    argv = ["cancel", str(job["id"]), "--server", url, "--token", deployment.token["other-submit"]]
+    assert main(argv) == 2
+    assert "HTTP 403" in capsys.readouterr().err
+    monkeypatch.delenv("TUNEHUB_TOKEN")
+    assert main(["status", str(job["id"]), "--server", url]) == 2
+    assert "HTTP 401" in capsys.readouterr().err
+
+
 def test_expiry_parsing() -> None:
     now = datetime(2030, 1, 1, tzinfo=timezone.utc)
     assert parse_expiry("30d", now) == now + timedelta(days=30)
