@@ -17,6 +17,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    false,
     true,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -51,9 +52,13 @@ class WorkloadRow(Base):
     """A tunable function: the PrimFunc as TVM JSON, its structural hash and where it came from."""
 
     __tablename__ = "workloads"
+    __table_args__ = (UniqueConstraint("shash", "origin", name="uq_workload_origin"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    shash: Mapped[str] = mapped_column(String(32), unique=True, nullable=False)
+    shash: Mapped[str] = mapped_column(String(32), nullable=False)
+    # "catalog": built by the service from the operator catalog; "user": raw TIR or imported,
+    # parsed in isolation. Keyed apart, so user input never takes over a catalog identity.
+    origin: Mapped[str] = mapped_column(String(16), nullable=False, server_default="catalog")
     operator: Mapped[str | None] = mapped_column(String(64), nullable=True)
     params: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False, default=dict)
     mod_json: Mapped[str] = mapped_column(Text, nullable=False)
@@ -125,6 +130,12 @@ class TuningRecordRow(Base):
     # major.minor of tvm_version: records of another series are never served (see store).
     tvm_series: Mapped[str] = mapped_column(String(16), nullable=False, server_default="")
     space: Mapped[str] = mapped_column(String(16), nullable=False, server_default="plain")
+    # Imported from a JSON database, not measured here: never seeds a warm start nor trains
+    # the transferred cost model, and becomes a best only through a worker's verification
+    # (which clears the flag on the record it published).
+    unverified: Mapped[bool] = mapped_column(
+        Boolean, nullable=False, default=False, server_default=false()
+    )
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 

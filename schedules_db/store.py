@@ -52,6 +52,9 @@ from schedules_db.models import (
 FAILED_RUN_SECS = 1e9  # MetaSchedule marks failed candidates with run_secs == [1e10]
 
 
+CATALOG, USER = "catalog", "user"  # WorkloadRow.origin
+
+
 class JobState(str, enum.Enum):
     """States of a job; `succeeded`, `failed` and `cancelled` are final."""
 
@@ -107,6 +110,7 @@ class NewRecord:
     args_info: list[Any]
     tvm_version: str
     space: str = "plain"  # the search space that produced it (tuning.spaces)
+    unverified: bool = False  # imported, not measured here (see TuningRecordRow.unverified)
 
     @property
     def failed(self) -> bool:
@@ -223,28 +227,22 @@ class Store:
     def get_or_create_workload(
         self, shash: str, mod_json: str, operator: str | None, params: dict[str, Any], flop: float
     ) -> WorkloadRow:
-        """Return the workload with this structural hash, creating it on first use.
+        """Return the workload with this structural hash and origin, creating it on first use.
 
-        The caller checks structural equality against ``mod_json`` of a returned row when it
-        must be certain (a 64-bit hash collision is the only way the two can differ). A row
-        first created from raw TIR gets the operator's name and parameters when the same
-        function is later submitted by name.
+        The origin follows ``operator``: a named catalog operator is a ``catalog`` workload
+        (built by the service itself); no operator means ``user`` (raw TIR or imported, parsed
+        in isolation). The two are keyed apart, so a user's function never takes over a catalog
+        workload's identity, reference or schedules, even when it hashes the same. The caller
+        checks structural equality against ``mod_json`` of a returned row when it must be
+        certain (a 64-bit hash collision is the only way the two can differ).
         """
-        row = self._get_or_create(
+        origin = CATALOG if operator is not None else USER
+        return self._get_or_create(
             WorkloadRow,
-            WorkloadRow.shash == shash,
-            dict(shash=shash, mod_json=mod_json, operator=operator, params=params, flop=flop),
-        )
-        if row.operator is None and operator is not None:
-            # First seen as raw TIR, now named: the catalog's numpy reference applies from now on.
-            with self.session() as s:
-                s.execute(
-                    update(WorkloadRow)
-                    .where(WorkloadRow.id == row.id, WorkloadRow.operator.is_(None))
-                    .values(operator=operator, params=params, flop=flop)
-                )
-            row = self.get_workload(row.id)
-        return row
+            (WorkloadRow.shash == shash) & (WorkloadRow.origin == origin),
+            dict(shash=shash, origin=origin, mod_json=mod_json, operator=operator, params=params,
+                 flop=flop),
+        )  # fmt: skip
 
     def get_workload(self, workload_id: int) -> WorkloadRow | None:
         """The workload row with this id, or None."""
@@ -252,9 +250,14 @@ class Store:
             return s.get(WorkloadRow, workload_id)
 
     def find_workload(self, shash: str) -> WorkloadRow | None:
-        """The workload with this structural hash, or None."""
+        """The workload with this structural hash (the catalog's before a user's), or None."""
         with self.session() as s:
-            return s.scalar(select(WorkloadRow).where(WorkloadRow.shash == shash))
+            return s.scalar(
+                select(WorkloadRow)
+                .where(WorkloadRow.shash == shash)
+                .order_by(WorkloadRow.origin)  # "catalog" < "user"
+                .limit(1)
+            )
 
     def _get_or_create(self, model: type, where: Any, values: dict[str, Any]) -> Any:
         with self.session() as s:
@@ -599,7 +602,9 @@ class Store:
             if job is None:
                 return None
             if new is not None and new.record_id is not None:
-                series = s.get(TuningRecordRow, new.record_id).tvm_series
+                published = s.get(TuningRecordRow, new.record_id)
+                series = published.tvm_series
+                published.unverified = False  # the worker has just verified it
             else:
                 series = (new.tvm_series if new is not None else "") or self.series or ""
             best = s.scalar(
@@ -766,6 +771,7 @@ class Store:
                         tvm_version=record.tvm_version,
                         tvm_series=tvm_series(record.tvm_version),
                         space=record.space,
+                        unverified=record.unverified,
                     )
                 )
             return True
@@ -787,8 +793,11 @@ class Store:
                 is not None
             )
 
-    def top_k_records(self, workload_id: int, target_id: int, k: int) -> list[TuningRecordRow]:
-        """The k fastest successful records of one (workload, target), fastest first."""
+    def top_k_records(
+        self, workload_id: int, target_id: int, k: int, verified_only: bool = False
+    ) -> list[TuningRecordRow]:
+        """The k fastest successful records of one (workload, target), fastest first
+        (``verified_only``: leave out imported records no worker has verified)."""
         with self.session() as s:
             return list(
                 s.scalars(
@@ -798,6 +807,7 @@ class Store:
                         TuningRecordRow.target_id == target_id,
                         TuningRecordRow.mean_run_us.is_not(None),
                         *self._same_series(TuningRecordRow),
+                        *((TuningRecordRow.unverified.is_(False),) if verified_only else ()),
                     )
                     .order_by(TuningRecordRow.mean_run_us, TuningRecordRow.id)
                     .limit(k)
@@ -805,13 +815,20 @@ class Store:
             )
 
     def records(
-        self, target_id: int, workload_id: int | None = None, job_id: int | None = None
+        self,
+        target_id: int,
+        workload_id: int | None = None,
+        job_id: int | None = None,
+        verified_only: bool = False,
     ) -> list[TuningRecordRow]:
-        """Every record of a target (optionally of one workload or job), oldest first."""
+        """Every record of a target (optionally of one workload or job), oldest first
+        (``verified_only``: leave out imported records no worker has verified)."""
         with self.session() as s:
             query = select(TuningRecordRow).where(
                 TuningRecordRow.target_id == target_id, *self._same_series(TuningRecordRow)
             )
+            if verified_only:
+                query = query.where(TuningRecordRow.unverified.is_(False))
             if workload_id is not None:
                 query = query.where(TuningRecordRow.workload_id == workload_id)
             if job_id is not None:

@@ -64,7 +64,7 @@ def train(store: Store, target_id: int, target: Any, num_cores: int) -> tuple[An
     load_tensor_intrinsics([dict(target.export())])
     model = XGBModel(num_tuning_cores=num_cores, adaptive_training=False)
     by_workload: dict[int, list[Any]] = {}
-    for row in store.records(target_id):
+    for row in store.records(target_id, verified_only=True):
         by_workload.setdefault(row.workload_id, []).append(row)
     seen = 0
     for workload_id, rows in by_workload.items():

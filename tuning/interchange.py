@@ -13,10 +13,14 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import struct
 from dataclasses import dataclass
 from typing import Any
 
+MIN_RUN_SECS = 1e-9  # one nanosecond: no kernel a worker measures runs faster
+MAX_RUN_SECS = 1e3
+MAX_REPEATS = 1000
 WORKLOAD_FILE = "database_workload.json"
 RECORD_FILE = "database_tuning_record.json"
 
@@ -52,7 +56,7 @@ def decode_workload_line(line: str, number: int) -> tuple[str, str]:
         if length != len(blob) - 8 or not isinstance(shash, str):
             raise ValueError("length prefix does not match")
         return shash, blob[8:].decode()
-    except (ValueError, TypeError, struct.error, UnicodeDecodeError) as err:
+    except (ValueError, TypeError, struct.error, UnicodeDecodeError, RecursionError) as err:
         raise InterchangeError(f"{WORKLOAD_FILE} line {number}: not a workload ({err})") from None
 
 
@@ -72,12 +76,24 @@ def decode_record_line(line: str, number: int, workloads: int) -> RecordLine:
             raise ValueError("trace and args_info must be lists")
         if not isinstance(target, dict) or not isinstance(target.get("kind"), str):
             raise ValueError("target must be a JSON target object")
-        secs = [float(x) for x in run_secs] if run_secs else []
-        if not secs or any(x <= 0 for x in secs):
-            raise ValueError("run_secs must be positive numbers")
+        secs = checked_run_secs(run_secs)
         return RecordLine(index, trace, secs, target, args_info)
-    except (ValueError, TypeError) as err:
-        raise InterchangeError(f"{RECORD_FILE} line {number}: not a record ({err})") from None
+    except (ValueError, TypeError, RecursionError) as err:
+        reason = "nested too deeply" if isinstance(err, RecursionError) else err
+        raise InterchangeError(f"{RECORD_FILE} line {number}: not a record ({reason})") from None
+
+
+def checked_run_secs(run_secs: Any) -> list[float]:
+    """``run_secs`` as floats, if it is 1 to `MAX_REPEATS` finite numbers (not strings, not
+    booleans) between `MIN_RUN_SECS` and `MAX_RUN_SECS`; else `ValueError`."""
+    if not isinstance(run_secs, list) or not 1 <= len(run_secs) <= MAX_REPEATS:
+        raise ValueError(f"run_secs must be a list of 1 to {MAX_REPEATS} numbers")
+    for x in run_secs:
+        if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+            raise ValueError(f"run_secs holds {json.dumps(x)[:40]}, not a finite number")
+        if not MIN_RUN_SECS <= x <= MAX_RUN_SECS:
+            raise ValueError(f"run_secs {x!r} is outside [{MIN_RUN_SECS:g}, {MAX_RUN_SECS:g}] s")
+    return [float(x) for x in run_secs]
 
 
 def split_lines(text: str) -> list[tuple[int, str]]:

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from schedules_db.store import JobState, NewSchedule, Store
+from schedules_db.store import USER, JobState, NewSchedule, Store
 from tuning.artifacts import publish
 from tuning.catalog import get_operator
 from tuning.catalog.dtypes import random_operand, widen_tolerance
@@ -30,6 +30,8 @@ from tuning.search import BatchReport, SearchCancelled, run_search
 from tuning.spaces import space_module
 from tuning.targets import current_tvm_series
 from tuning.threads import pin_runtime_threads, target_threads
+from tuning.tir_checks import check_user_function
+from tuning.tir_sandbox import check_stored
 from tuning.verify import (
     VerificationError,
     apply_trace,
@@ -162,6 +164,23 @@ def run_job(ctx: WorkerContext, job_id: int, claimed: bool = False) -> str:
         shutil.rmtree(work_dir, ignore_errors=True)
 
 
+def _checked_module(store: Store, workload: Any, target_id: int) -> Any:
+    """The workload's module. A user's (raw TIR, imported) is first loaded, checked and its
+    unverified imported traces replayed in an isolated child, so a crafted document kills that
+    child, not this worker; then loaded here and checked again before anything builds it."""
+    if workload.origin != USER:
+        return load_mod(workload.mod_json)
+    imported = [row for row in store.records(target_id, workload.id) if row.unverified]
+    bad = check_stored(
+        workload.mod_json, workload.shash, [json.loads(row.trace_json) for row in imported]
+    )
+    if bad:
+        raise ValueError(f"{len(bad)} imported record(s) no longer replay on their workload")
+    mod = load_mod(workload.mod_json)
+    check_user_function(mod["main"])
+    return mod
+
+
 def _tune_and_publish(
     ctx: WorkerContext, job_id: int, work_dir: Path, heartbeat: _Heartbeat
 ) -> int | None:
@@ -180,7 +199,7 @@ def _tune_and_publish(
         # Measured, verified and timed on the cores the target names (TVM's default is half of
         # an x86 machine's CPUs: see tuning.threads).
         log.info("job %s: kernels run on %d threads", job_id, pin_runtime_threads(threads))
-    mod = load_mod(workload.mod_json)
+    mod = _checked_module(store, workload, target_row.id)
     operator = get_operator(workload.operator) if workload.operator else None
     search_mod = space_module(mod, job.space, operator.constant_operands if operator else ())
     # Budgets are totals per (workload, target, TVM series, space): what is stored already

@@ -117,7 +117,7 @@ def neighbour_seeds(
     for row in neighbours(store, workload):
         source_mod = load_mod(row.mod_json)
         adapted = []
-        for record in store.top_k_records(row.id, target_id, PER_NEIGHBOUR):
+        for record in store.top_k_records(row.id, target_id, PER_NEIGHBOUR, verified_only=True):
             try:
                 trace = _adapt(source_mod, record.trace_json, search_mod, postprocs)
             except Exception:  # noqa: BLE001 - a trace that does not fit is simply not a seed

@@ -175,3 +175,30 @@ def test_job_rows_are_the_only_state(store: Store) -> None:
     assert [j.id for j in store.list_jobs()] == sorted(
         (j.id for j in store.list_jobs()), reverse=True
     )
+
+
+def test_a_users_workload_is_keyed_apart_from_the_catalogs(store: Store) -> None:
+    catalog = store.get_or_create_workload("42", "{catalog}", "matmul", {"M": 1}, 2.0)
+    user = store.get_or_create_workload("42", "{user}", None, {}, 2.0)
+    assert user.id != catalog.id and (catalog.origin, user.origin) == ("catalog", "user")
+    assert store.get_or_create_workload("42", "{again}", None, {}, 2.0).id == user.id
+    assert store.get_workload(catalog.id).mod_json == "{catalog}"  # never taken over
+    assert store.find_workload("42").id == catalog.id
+
+
+def test_imported_records_stay_out_of_seeds_and_training_until_verified(store: Store) -> None:
+    wid, tid = _pair(store)
+    store.add_record(wid, tid, None, _record(20.0, "[measured]"))
+    imported = NewRecord("[imported]", [1e-6], [], "0.27.0", unverified=True)
+    store.add_record(wid, tid, None, imported)
+    assert [r.trace_json for r in store.top_k_records(wid, tid, 5)] == ["[imported]", "[measured]"]
+    assert [r.trace_json for r in store.top_k_records(wid, tid, 5, verified_only=True)] == [
+        "[measured]"
+    ]
+    assert [r.trace_json for r in store.records(tid, verified_only=True)] == ["[measured]"]
+    # A worker verifies the imported record and publishes it: from then on it counts.
+    rec = store.top_k_records(wid, tid, 1)[0]
+    job = store.create_job(wid, tid, 2, "q")
+    store.claim_job(job.id, "w1", STALE)
+    store.finish_job(job.id, "w1", _schedule(rec.id, 1.0))
+    assert len(store.records(tid, verified_only=True)) == 2
