@@ -34,10 +34,33 @@ class TirSpec(BaseModel):
     source: str = Field(min_length=1, max_length=MAX_SOURCE_BYTES)
 
 
+_TIR_EXAMPLE = """@I.ir_module
+class Module:
+    @T.prim_func(s_tir=True)
+    def main(A: T.Buffer((16,), "float32"), B: T.Buffer((16,), "float32")):
+        for i in range(16):
+            with T.sblock("B"):
+                v_i = T.axis.spatial(16, i)
+                B[v_i] = A[v_i] * T.float32(2.0)
+"""
+
+
 class JobCreate(BaseModel):
     """Body of ``POST /api/v1/jobs``: a catalog ``operator`` or a raw ``tir`` function."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "operator": {"name": "matmul", "params": {"M": 64, "N": 64, "K": 64}},
+                    "target": "host",
+                    "trials": 16,
+                },
+                {"tir": {"format": "tvmscript", "source": _TIR_EXAMPLE}, "trials": 16},
+            ]
+        },
+    )
     operator: OperatorSpec | None = None
     tir: TirSpec | None = None
     target: str | dict[str, Any] = Field(

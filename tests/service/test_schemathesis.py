@@ -1,0 +1,137 @@
+"""Schemathesis against a real uvicorn server of the app (SQLite store, SQLite broker, no
+workers, auth on with an admin token): no 5xx from any generated request, positive or
+negative (`not_a_server_error`), and every status it answers is in the OpenAPI document
+(`status_code_conformance`). Response-body conformance waits for response models on every
+route. The example count is bounded so the run takes well under 2 minutes: POST /jobs with
+raw TIR and POST /import parse in an isolated child each (1-3 s), so those two operations get
+fewer examples. Counts are printed at the end (``pytest -s``).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, settings
+from schemathesis import GenerationMode
+
+from schedules_db import make_engine, upgrade_schema
+from schedules_db.tokens import ADMIN, TokenStore
+from service.app import create_app
+from service.settings import Settings
+from tests.conftest import ServerThread
+
+CHECKS = ["not_a_server_error", "status_code_conformance"]
+PARSING = [("POST", "/api/v1/jobs"), ("POST", "/api/v1/import")]  # a child process per parse
+EXAMPLES, PARSING_EXAMPLES = 60, 20
+
+
+@dataclass
+class Tally:
+    """What the fuzzing sent and got back."""
+
+    requests: int = 0
+    statuses: Counter = field(default_factory=Counter)
+    per_operation: Counter = field(default_factory=Counter)
+    operations: set[str] = field(default_factory=set)
+    failures: list[str] = field(default_factory=list)
+
+
+TALLY = Tally()
+
+
+def admin_headers(settings_: Settings) -> dict[str, str]:
+    """The hook for auth: an admin token made in the store, as the server's operator would
+    (`tunehub token create`). With ``Settings.auth`` False this returns no header."""
+    if not settings_.auth:
+        return {}
+    engine = make_engine(settings_.store_url)
+    upgrade_schema(engine)
+    text, _ = TokenStore(engine).create("fuzzer", [ADMIN])
+    engine.dispose()
+    return {"Authorization": f"Bearer {text}"}
+
+
+def _settings(data_dir: Path) -> Settings:
+    return Settings(
+        data_dir=data_dir,
+        max_trials=64,
+        auth=True,  # the hook: False runs the same fuzzing with auth off
+        write_rate_per_s=0,  # the write limit would answer most POSTs 429 (documented; dull)
+        max_active_jobs=0,  # no cap on queued jobs either
+    )
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerThread, dict]]:
+    settings_ = _settings(tmp_path_factory.mktemp("fuzz"))
+    headers = admin_headers(settings_)
+    with ServerThread(create_app(settings_, run_reaper=False)) as running:
+        yield running, headers
+    print(
+        f"\nschemathesis: {TALLY.requests} requests over {len(TALLY.operations)} operations, "
+        f"statuses {dict(sorted(TALLY.statuses.items()))}, {len(TALLY.failures)} failures\n"
+        + "\n".join(f"  {k}: {v}" for k, v in sorted(TALLY.per_operation.items()))
+    )
+
+
+def _schema() -> schemathesis.BaseSchema:
+    """The app's OpenAPI document (built without starting it), set up for the checks."""
+    schema = schemathesis.openapi.from_dict(create_app(_settings(Path("."))).openapi())
+    schema.config.checks.update(included_check_names=CHECKS)
+    schema.config.generation.update(modes=list(GenerationMode), max_examples=EXAMPLES)
+    return schema
+
+
+def _parses(ctx: object) -> bool:
+    operation = ctx.operation  # type: ignore[attr-defined]
+    return (operation.method.upper(), operation.path) in PARSING
+
+
+def _call(case: schemathesis.Case, server: tuple[ServerThread, dict]) -> None:
+    running, headers = server
+    label = case.operation.label
+    TALLY.operations.add(label)
+    response = case.call(base_url=running.url, headers=headers, timeout=60)
+    TALLY.requests += 1
+    TALLY.statuses[response.status_code] += 1
+    TALLY.per_operation[f"{label} {response.status_code}"] += 1
+    try:
+        case.validate_response(response)
+    except Exception:
+        TALLY.failures.append(f"{label} -> {response.status_code}")
+        raise
+
+
+SETTINGS = settings(
+    deadline=None, suppress_health_check=list(HealthCheck), derandomize=True, database=None
+)
+lookups = _schema().exclude(func=_parses)
+parsing = _schema().include(func=_parses)
+
+
+@lookups.parametrize()
+@SETTINGS
+def test_no_5xx_and_every_status_documented(
+    case: schemathesis.Case, server: tuple[ServerThread, dict]
+) -> None:
+    _call(case, server)
+
+
+@parsing.parametrize()
+@settings(SETTINGS, max_examples=PARSING_EXAMPLES)
+def test_no_5xx_and_every_status_documented_where_code_is_parsed(
+    case: schemathesis.Case, server: tuple[ServerThread, dict]
+) -> None:
+    _call(case, server)
+
+
+def test_the_fuzzed_server_is_still_up(server: tuple[ServerThread, dict]) -> None:
+    running, _ = server
+    assert httpx.get(running.url + "/healthz").status_code == 200
+    assert not TALLY.failures, TALLY.failures
