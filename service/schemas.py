@@ -34,7 +34,8 @@ class TirSpec(BaseModel):
     source: str = Field(min_length=1, max_length=MAX_SOURCE_BYTES)
 
 
-_TIR_EXAMPLE = """@I.ir_module
+# A small raw TIR job body's source (the OpenAPI example of POST /jobs).
+TIR_EXAMPLE = """@I.ir_module
 class Module:
     @T.prim_func(s_tir=True)
     def main(A: T.Buffer((16,), "float32"), B: T.Buffer((16,), "float32")):
@@ -57,7 +58,7 @@ class JobCreate(BaseModel):
                     "target": "host",
                     "trials": 16,
                 },
-                {"tir": {"format": "tvmscript", "source": _TIR_EXAMPLE}, "trials": 16},
+                {"tir": {"format": "tvmscript", "source": TIR_EXAMPLE}, "trials": 16},
             ]
         },
     )

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from service.app import create_app
-from service.schemas import _TIR_EXAMPLE
+from service.schemas import TIR_EXAMPLE
 from service.settings import Settings
 from tests.conftest import ServerThread
 from tuning.catalog import list_operators
@@ -91,7 +91,7 @@ targets = st.one_of(
 tirs = st.fixed_dictionaries(
     {
         "format": st.sampled_from(["tvmscript", "json", "python"]),
-        "source": st.sampled_from(["", "x = 1", _TIR_EXAMPLE, '{"root": 1}'])
+        "source": st.sampled_from(["", "x = 1", TIR_EXAMPLE, '{"root": 1}'])
         | st.text(max_size=20),
     }
 )
