@@ -20,6 +20,7 @@ from service.quotas import WriteLimiter
 from service.reaper import Reaper
 from service.refusals import Refusal, refusal_handler
 from service.settings import Settings
+from tuning.sandbox import set_max_concurrent
 from tuning.targets import current_tvm_series
 
 log = logging.getLogger("tunehub.api")
@@ -38,6 +39,7 @@ def create_app(settings: Settings | None = None, run_reaper: bool = True) -> Fas
         engine = make_engine(settings.store_url)
         upgrade_schema(engine)
         app.state.settings = settings
+        set_max_concurrent(settings.max_parses)
         app.state.store = Store(engine, tvm_series=current_tvm_series())
         app.state.queue = JobQueue(settings)
         app.state.tokens = TokenStore(engine)

@@ -21,6 +21,8 @@ from typing import Any
 from tuning.sandbox import SandboxFailed, run_isolated
 
 MAX_SOURCE_BYTES = 256 * 1024
+# Names TVMScript text may read without binding them itself.
+FREE_NAMES = frozenset({"T", "I", "range", "len", "min", "max", "int", "float", "bool", "tuple"})
 ALLOWED_IMPORTS = {
     "tvm",
     "tvm.script",
@@ -86,7 +88,22 @@ def check_syntax(source: str) -> str:
             raise TirRejected(f"name {name!r} is not allowed (line {node.lineno})")
         if isinstance(node, (ast.Lambda, ast.Global, ast.Nonlocal, ast.AsyncFunctionDef)):
             raise TirRejected(f"{type(node).__name__} is not allowed (line {node.lineno})")
+    _only_known_names(tree)
     return "\n".join(lines) + "\n"
+
+
+def _only_known_names(tree: ast.Module) -> None:
+    """Every name read is TVMScript's (`FREE_NAMES`) or bound in the source itself (a
+    parameter, loop or block variable, a buffer): no ``eval``, ``open``, ``getattr``, ``print``."""
+    bound = {arg.arg for arg in ast.walk(tree) if isinstance(arg, ast.arg)}
+    bound |= {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    bound |= {
+        n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+    }
+    for node in ast.walk(tree):
+        known = isinstance(node, ast.Name) and (node.id in bound or node.id in FREE_NAMES)
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and not known:
+            raise TirRejected(f"name {node.id!r} is not allowed (line {node.lineno})")
 
 
 def _ask(task: str, **payload: Any) -> dict[str, Any]:

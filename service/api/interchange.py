@@ -23,10 +23,12 @@ from service.auth import AnyReader, Submitter, check_target
 from service.errors import invalid, not_found, responses
 from service.jobqueue import queue_name
 from service.strict_input import StrictRoute
+from service.untrusted_input import isolated_parser
 from tuning.interchange import (
     RECORD_FILE,
     WORKLOAD_FILE,
     InterchangeError,
+    RecordLine,
     decode_record_line,
     decode_workload_line,
     encode_record_line,
@@ -34,12 +36,12 @@ from tuning.interchange import (
     split_lines,
 )
 from tuning.targets import HOST, host_fingerprint
-from tuning.tir_sandbox import TirRejected, parse_untrusted
+from tuning.tir_sandbox import ParsedTir, TirRejected, check_stored, parse_untrusted
 
 router = APIRouter(tags=["interchange"], route_class=StrictRoute)
 log = logging.getLogger("tunehub.api")
 
-MAX_WORKLOADS = 200
+MAX_WORKLOADS = 64  # each is parsed, re-derived and replayed in isolated children (~5 s)
 MAX_RECORDS = 200_000
 
 
@@ -89,6 +91,34 @@ def export_database(
     }
 
 
+def _checked_workload(
+    number: int, line: str, records: list[tuple[int, RecordLine]]
+) -> ParsedTir:
+    """A workload line parsed and re-derived in isolation, and its records' traces replayed on
+    it in another isolated child (a trace that crashes TVM kills that child only)."""
+    _, mod_json = decode_workload_line(line, number)
+    with isolated_parser():
+        try:
+            workload = parse_untrusted("json", mod_json)
+        except TirRejected as err:
+            raise InterchangeError(f"{WORKLOAD_FILE} line {number}: {err}") from None
+        if not records:
+            return workload
+        try:
+            bad = check_stored(workload.mod_json, workload.shash, [r.trace for _, r in records])
+        except TirRejected as err:
+            raise InterchangeError(
+                f"{RECORD_FILE} lines {records[0][0]}-{records[-1][0]}: replaying their traces "
+                f"on {WORKLOAD_FILE} line {number} failed: {err}"
+            ) from None
+    if bad:
+        raise InterchangeError(
+            f"{RECORD_FILE} line {records[bad[0]][0]}: its trace does not replay on "
+            f"{WORKLOAD_FILE} line {number}"
+        )
+    return workload
+
+
 @router.post("/import", status_code=201)
 def import_database(body: ImportBody, request: Request, who: Submitter) -> dict[str, Any]:
     """Store a JSON database's workloads and records for ``target`` and queue the verification
@@ -110,15 +140,13 @@ def import_database(body: ImportBody, request: Request, who: Submitter) -> dict[
         )
     if len(record_lines) > MAX_RECORDS:
         raise invalid(("body", RECORD_FILE), f"more than {MAX_RECORDS} records", "invalid_database")
-    parsed = []
     try:
         records = [decode_record_line(line, n, len(workload_lines)) for n, line in record_lines]
-        for n, line in workload_lines:
-            _, mod_json = decode_workload_line(line, n)
-            try:
-                parsed.append(parse_untrusted("json", mod_json))
-            except TirRejected as err:
-                raise InterchangeError(f"{WORKLOAD_FILE} line {n}: {err}") from None
+        numbered = list(zip((n for n, _ in record_lines), records, strict=True))
+        parsed = [
+            _checked_workload(n, line, [(m, r) for m, r in numbered if r.workload_index == index])
+            for index, (n, line) in enumerate(workload_lines)
+        ]
     except InterchangeError as err:
         field = RECORD_FILE if str(err).startswith(RECORD_FILE) else WORKLOAD_FILE
         raise invalid(("body", field), str(err), "invalid_database") from None
@@ -141,6 +169,7 @@ def import_database(body: ImportBody, request: Request, who: Submitter) -> dict[
                 run_secs=record.run_secs,
                 args_info=record.args_info,
                 tvm_version=tvm.__version__,  # proven (or not) by the verification job
+                unverified=True,
             ),
         )
     jobs = []
@@ -152,7 +181,7 @@ def import_database(body: ImportBody, request: Request, who: Submitter) -> dict[
                 jobs.append({"id": pending.id, "workload_id": workload_id, "state": pending.state})
             continue
         job = store.create_job(
-            workload_id, target_row.id, measured, queue_name(target_row.key), "import"
+            workload_id, target_row.id, measured, queue_name(target_row.key), who.name
         )
         if job.state == JobState.QUEUED.value:
             try:

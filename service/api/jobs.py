@@ -10,11 +10,12 @@ from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import StreamingResponse
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
+from schedules_db import lookups
 from schedules_db.store import FINAL_STATES, JobState
 from service.auth import (
     ADMIN,
@@ -27,14 +28,15 @@ from service.auth import (
     require,
 )
 from service.errors import invalid, not_found, prefixed, responses
+from service.fast_json import json_answer, json_bytes
 from service.jobqueue import queue_name
 from service.quotas import check_active_jobs
 from service.schemas import JobCreate, RowId, job_json
 from service.strict_input import StrictRoute
+from service.untrusted_input import parsed_tir
 from tuning.catalog import get_operator, list_operators
 from tuning.spaces import SpaceError, resolve_space
 from tuning.targets import HOST, ResolvedTarget, TargetError, host_fingerprint, resolve_target
-from tuning.tir_sandbox import TirRejected, parse_untrusted
 from tuning.workload import WorkloadSpec, catalog_workload
 
 router = APIRouter(prefix="/jobs", tags=["jobs"], route_class=StrictRoute)
@@ -42,12 +44,19 @@ log = logging.getLogger("tunehub.api")
 
 
 def render_job(request: Request, job: Any, live: set[int] | None = None) -> dict[str, Any]:
-    """A job row with its workload and target, as JSON; a queued job whose target no live
-    worker serves says so in ``waiting_for`` (``live``: the served target ids, when the caller
-    renders many jobs)."""
+    """A job row with its workload and target, as JSON (see `job_body`)."""
     store = request.app.state.store
-    target = store.get_target(job.target_id)
-    body = job_json(job, store.get_workload(job.workload_id), target)
+    workload, target = store.get_workload(job.workload_id), store.get_target(job.target_id)
+    return job_body(request, job, workload, target, live)
+
+
+def job_body(
+    request: Request, job: Any, workload: Any, target: Any, live: set[int] | None = None
+) -> dict[str, Any]:
+    """A job with its workload and target, as JSON; a queued job whose target no live worker
+    serves says so in ``waiting_for`` (``live``: the served target ids, when the caller renders
+    many jobs)."""
+    body = job_json(job, workload, target)
     if job.state == JobState.QUEUED.value:
         if live is None:
             live = _live_targets(request)
@@ -174,11 +183,8 @@ def _job_space(body: JobCreate, target_kind: str) -> str:
 
 
 def _tir_workload(body: JobCreate) -> WorkloadSpec:
-    """Raw TIR, parsed in a limited child process (never in the service's own)."""
-    try:
-        parsed = parse_untrusted(body.tir.format, body.tir.source)
-    except TirRejected as err:
-        raise invalid(("body", "tir", "source"), str(err), "invalid_tir") from None
+    """Raw TIR, parsed and re-derived in isolated children (never in the service's own)."""
+    parsed = parsed_tir(body.tir.format, body.tir.source, ("body", "tir", "source"))
     return WorkloadSpec(
         mod=None,
         shash=parsed.shash,
@@ -204,13 +210,13 @@ def list_jobs(
     return [render_job(request, job, live) for job in jobs]
 
 
-@router.get("/{job_id}", responses=responses(404))
-def get_job(job_id: RowId, request: Request, who: AnyReader) -> dict[str, Any]:
+@router.get("/{job_id}", response_model=dict[str, Any], responses=responses(404))
+def get_job(job_id: RowId, request: Request, who: AnyReader) -> Response:
     """One job: state, progress, and the schedule once it succeeded."""
-    job = request.app.state.store.get_job(job_id)
-    if job is None:
+    parts = lookups.job(request.app.state.store, job_id)
+    if parts is None:
         raise not_found("job", job_id)
-    return render_job(request, job)
+    return json_answer(request, json_bytes(job_body(request, *parts)))
 
 
 @router.post("/{job_id}/cancel", responses=responses(404))

@@ -123,3 +123,48 @@ def test_a_bad_database_is_a_422_naming_the_line_and_writes_nothing(tmp_path: Pa
     with sqlite3.connect(tmp_path / "tunehub.db") as db:
         for table in ("workloads", "tuning_records", "jobs"):
             assert db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0] == 0
+
+
+def test_imported_numbers_and_traces_are_checked_before_anything_is_stored(
+    tmp_path: Path,
+) -> None:
+    """run_secs must be finite numbers of a plausible size (NaN, Infinity, strings and 1e-300
+    were accepted, the last putting its trace first in line for verification); a deeply
+    nested line is a 422, not a RecursionError; a trace that crashes TVM's replay kills an
+    isolated child and is a 422 naming the records."""
+    import sqlite3
+
+    from tuning.catalog import get_operator
+    from tuning.interchange import encode_workload_line
+    from tuning.workload import catalog_workload
+
+    spec = catalog_workload("matmul", get_operator("matmul").Params(**TINY))
+    workload = encode_workload_line(spec.shash, spec.mod_json) + "\n"
+
+    def record(trace: str, run_secs: str) -> str:
+        return f'[0, [{trace}, {run_secs}, {{"kind": "llvm"}}, []]]\n'
+
+    cases = [
+        (record("[[], []]", "[NaN]"), "not a finite number"),
+        (record("[[], []]", "[Infinity]"), "not a finite number"),
+        (record("[[], []]", '"123"'), "list of 1 to"),
+        (record("[[], []]", '["1e-5"]'), "not a finite number"),
+        (record("[[], []]", "[1e-300]"), "outside"),
+        ("[" * 100_000 + "]" * 100_000 + "\n", "nested too deeply"),
+        (record("[[], [[0, 1]]]", "[1e-5]"), "SIGSEGV"),
+    ]
+    with _server(tmp_path) as server, TunehubClient(server.url) as client:
+        for records, reason in cases:
+            body = {
+                "target": "host",
+                "database_workload.json": workload,
+                "database_tuning_record.json": records,
+            }
+            response = client.http.post("/import", json=body)
+            assert response.status_code == 422, response.text
+            detail = response.json()["detail"][0]
+            assert detail["loc"] == ["body", "database_tuning_record.json"], detail
+            assert reason in detail["msg"], detail
+    with sqlite3.connect(tmp_path / "tunehub.db") as db:
+        for table in ("workloads", "tuning_records", "jobs"):
+            assert db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0] == 0

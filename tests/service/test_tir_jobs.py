@@ -12,6 +12,7 @@ import pytest
 from service.app import create_app
 from service.settings import Settings
 from tests.conftest import ServerThread
+from tests.tuning.escapes import running
 from tuning.catalog import get_operator
 from tuning.workload import catalog_workload
 
@@ -33,12 +34,11 @@ def _counts(data_dir: Path) -> tuple[int, int]:
         )
 
 
-def test_same_function_by_name_and_as_tir_is_one_workload(api: tuple) -> None:
+def test_a_users_function_never_takes_over_the_catalog_workload(api: tuple) -> None:
+    """The same function as TVMScript and as JSON is one user workload; the catalog's, built
+    by the service itself, is keyed apart even though it hashes the same."""
     client, _ = api
     spec = catalog_workload("matmul", get_operator("matmul").Params(**SHAPE))
-    by_name = client.post(
-        "/api/v1/jobs", json={"operator": {"name": "matmul", "params": SHAPE}, "trials": 4}
-    ).json()
     by_script = client.post(
         "/api/v1/jobs",
         json={"tir": {"format": "tvmscript", "source": spec.mod.script()}, "trials": 4},
@@ -46,17 +46,16 @@ def test_same_function_by_name_and_as_tir_is_one_workload(api: tuple) -> None:
     by_json = client.post(
         "/api/v1/jobs", json={"tir": {"format": "json", "source": spec.mod_json}, "trials": 4}
     )
+    by_name = client.post(
+        "/api/v1/jobs", json={"operator": {"name": "matmul", "params": SHAPE}, "trials": 4}
+    ).json()
     assert by_script.status_code == 201, by_script.text
     assert by_json.status_code == 201, by_json.text
-    ids = {
-        by_name["workload"]["id"],
-        by_script.json()["workload"]["id"],
-        by_json.json()["workload"]["id"],
-    }
-    assert len(ids) == 1
-    # The workload keeps its catalog identity (numpy reference), whichever came first.
-    assert by_json.json()["workload"]["operator"] == "matmul"
-    assert by_json.json()["workload"]["flop"] == pytest.approx(2 * 8 * 12 * 4)
+    user = by_json.json()["workload"]
+    assert by_script.json()["workload"]["id"] == user["id"] != by_name["workload"]["id"]
+    assert user["structural_hash"] == by_name["workload"]["structural_hash"] == spec.shash
+    assert user["operator"] is None and by_name["workload"]["operator"] == "matmul"
+    assert user["flop"] == pytest.approx(2 * 8 * 12 * 4)
 
 
 HANDWRITTEN = """
@@ -82,6 +81,14 @@ def test_handwritten_tvmscript_is_accepted(api: tuple) -> None:
     assert job["workload"]["flop"] > 0
 
 
+_EXTERN = """
+@T.prim_func(s_tir=True)
+def main(A: T.Buffer((4, 4), "float32"), B: T.Buffer((4, 4), "float32")):
+    with T.sblock("b"):
+        T.evaluate({})
+        B[0, 0] = A[0, 0]
+"""
+_OUT_OF_BOUNDS = HANDWRITTEN.replace("B[vi, vj] =", "B[vi + 1, vj] =")
 _MATMUL_SCRIPT = catalog_workload("matmul", get_operator("matmul").Params(**SHAPE)).mod.script()
 
 
@@ -101,9 +108,18 @@ _MATMUL_SCRIPT = catalog_workload("matmul", get_operator("matmul").Params(**SHAP
         ("tvmscript", _MATMUL_SCRIPT.replace("(8, 4)", "(100000, 100000)", 1), "bytes"),
         ("json", '{"root": 1, "nodes": [', "JSON"),
         ("json", '{"root": 1, "nodes": [], "b64ndarrays": []}', "Error"),
+        ("json", '{"root_index": 0, "nodes": [{"type": "ffi.Array", "data": [0]}]}', "SIGSEGV"),
+        ("tvmscript", _EXTERN.format('T.call_extern("int32", "system", "touch owned")'),
+         "call_extern"),
+        ("tvmscript", _EXTERN.format('T.call_packed("tunehub.x", A[0, 0])'), "not allowed"),
+        ("tvmscript", _OUT_OF_BOUNDS, "cannot prove"),
+        ("tvmscript", running("open('pwned', 'w').write('owned')"), "'eval' is not allowed"),
+        ("tvmscript", _MATMUL_SCRIPT.replace('"float32"', 'open("pwned", "w").write("x")', 1),
+         "'open' is not allowed"),
     ],
-    ids=["import", "dunder", "statement", "syntax", "cpu-bomb", "huge", "bad-json", "bad-graph"],
-)
+    ids=["import", "dunder", "statement", "syntax", "cpu-bomb", "huge", "bad-json", "bad-graph",
+         "segfault", "call-extern", "call-packed", "out-of-bounds", "eval-open", "open"],
+)  # fmt: skip
 def test_hostile_or_malformed_tir_is_a_422_and_writes_nothing(
     api: tuple, fmt: str, source: str, reason: str
 ) -> None:
@@ -118,6 +134,7 @@ def test_hostile_or_malformed_tir_is_a_422_and_writes_nothing(
     assert reason in detail[0]["msg"], detail
     assert _counts(data_dir) == before
     assert client.get("/healthz").json() == {"status": "ok"}  # the service is still up
+    assert not Path("owned").exists() and not Path("pwned").exists()
 
 
 def test_exactly_one_of_operator_and_tir(api: tuple) -> None:
@@ -139,3 +156,21 @@ def test_exactly_one_of_operator_and_tir(api: tuple) -> None:
         == 422
     )
     assert _counts(data_dir) == before
+
+
+def test_parses_past_the_cap_get_a_429_with_retry_after(tmp_path: Path) -> None:
+    """One isolated parser per process here: of three raw-TIR jobs sent at once, one is
+    parsed and the others are told when to come back; nothing is written for them."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    app = create_app(Settings(data_dir=tmp_path, max_parses=1), run_reaper=False)
+    body = {"tir": {"format": "tvmscript", "source": HANDWRITTEN}, "trials": 2}
+    with ServerThread(app) as server, httpx.Client(base_url=server.url, timeout=120) as client:
+        with ThreadPoolExecutor(3) as pool:
+            answers = list(pool.map(lambda _: client.post("/api/v1/jobs", json=body), range(3)))
+        codes = sorted(a.status_code for a in answers)
+        assert codes[0] == 201 and 429 in codes, [a.text for a in answers]
+        busy = next(a for a in answers if a.status_code == 429)
+        assert int(busy.headers["retry-after"]) >= 1
+        assert busy.json()["type"] == "parsers_busy"
+        assert _counts(tmp_path) == (codes.count(201), 1)

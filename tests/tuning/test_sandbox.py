@@ -1,6 +1,8 @@
 """User code runs only in the jail: probes from inside it, hostile documents, forged answers,
 limits, the concurrency cap and a host where isolation cannot be built. Everything here runs
-real TVMScript through the real isolated children (`tuning.sandbox`, `tuning.tir_sandbox`)."""
+real TVMScript through the real isolated children (`tuning.sandbox`, `tuning.tir_sandbox`),
+with the syntax filter (defence in depth, which refuses these scripts' ``eval`` before any
+child starts) switched off: the jail must hold on its own."""
 
 from __future__ import annotations
 
@@ -18,7 +20,22 @@ from tests.tuning.escapes import report_of, reporting, running
 from tuning.catalog import get_operator
 from tuning.sandbox import Limits, SandboxBusy, SandboxFailed, run_isolated, set_max_concurrent
 from tuning.tir_sandbox import TirRejected, parse_untrusted
+from tuning.tir_sandbox import check_syntax as syntax_filter
 from tuning.workload import catalog_workload
+
+
+@pytest.fixture(autouse=True)
+def _without_syntax_filter(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("tuning.tir_sandbox.check_syntax", lambda source: source)
+
+
+def test_the_syntax_filter_refuses_the_escapes_before_any_child_starts() -> None:
+    for code in ("open('x', 'w')", "getattr((), 'x')", "print(1)"):
+        with pytest.raises(TirRejected, match="'eval' is not allowed"):
+            syntax_filter(running(code))
+    with pytest.raises(TirRejected, match="'open' is not allowed"):
+        syntax_filter(_matmul_script().replace('"float32"', 'open("x").read()', 1))
+
 
 PROBES = r"""
 import os, socket
@@ -158,6 +175,10 @@ def _matmul() -> object:
     return catalog_workload("matmul", get_operator("matmul").Params(M=8, N=8, K=8))
 
 
+def _matmul_script() -> str:
+    return _matmul().mod.script()
+
+
 def test_a_forged_answer_does_not_re_derive() -> None:
     """User code in the first child writes its own answer (relu's module under matmul's hash)
     to every descriptor and exits; the second child re-derives relu's hash and they differ."""
@@ -228,9 +249,8 @@ def test_without_isolation_nothing_is_parsed(tmp_path: Path) -> None:
     code = (
         "from tuning.sandbox import SandboxUnavailable\n"
         "from tuning.tir_sandbox import parse_untrusted\n"
-        "from tests.tuning.escapes import running\n"
         "try:\n"
-        "    parse_untrusted('tvmscript', running(\"open('pwned', 'w').write('x')\"))\n"
+        f"    parse_untrusted('tvmscript', {_matmul_script()!r})\n"
         "except SandboxUnavailable as err:\n"
         "    print('refused:', err)\n"
     )

@@ -62,8 +62,8 @@ class SandboxFailed(SandboxError):
 class Limits:
     """What one child may use."""
 
-    cpu_seconds: int = 20
-    wall_seconds: float = 45.0
+    cpu_seconds: int = 10  # a parse takes ~1.5 s of CPU; checking a big function a few more
+    wall_seconds: float = 30.0
     address_space: int = 4 << 30
     open_files: int = 256
     processes: int = 64  # per uid, and each child has a uid of its own: bounds a fork bomb
