@@ -125,6 +125,35 @@ def test_every_probe_fails_inside_the_jail(tmp_path: Path, monkeypatch: pytest.M
     assert not Path("/tmp/pwned").exists() and not Path("/dev/shm/pwned").exists()
 
 
+def test_memory_is_bounded_per_process_and_for_the_whole_tree() -> None:
+    """One process cannot map more than its address-space limit; eight children of 1 GiB each
+    cannot all live, because the tree shares one 2 GiB memory cgroup."""
+    code = r"""
+import os, time
+try:
+    bytearray(3 << 30)
+    results["one_3gib_block"] = "succeeded"
+except MemoryError:
+    results["one_3gib_block"] = "MemoryError"
+children = []
+for _ in range(8):
+    pid = os.fork()
+    if pid == 0:
+        block = bytearray(1 << 30)
+        for i in range(0, len(block), 4096):
+            block[i] = 1
+        time.sleep(2)
+        os._exit(0)
+    children.append(pid)
+results["lived"] = sum(os.waitpid(pid, 0)[1] == 0 for pid in children)
+"""
+    with pytest.raises(TirRejected) as refused:
+        parse_untrusted("tvmscript", reporting(code))
+    results = report_of(str(refused.value))
+    assert results["one_3gib_block"] == "MemoryError"
+    assert results["lived"] <= 2, results
+
+
 @pytest.mark.parametrize(
     "code",
     [

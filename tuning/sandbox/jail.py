@@ -77,6 +77,13 @@ def build_root(paths: list[str]) -> None:
     os.chdir("/")
 
 
+def join_cgroups(groups: list[str]) -> None:
+    """Move this process (and so every process it starts) into the caller's cgroups."""
+    for group in groups:
+        with open(os.path.join(group, "cgroup.procs"), "w") as procs:
+            procs.write("0")
+
+
 def drop_privileges(uid: int, limits: dict[str, int]) -> None:
     """Resource limits, then the unprivileged ``uid`` (and gid) with no way back."""
     for name, value in limits.items():
@@ -96,6 +103,7 @@ def main() -> None:
     try:
         if os.getpid() != 1:
             raise OSError("not the first process of a new PID namespace")
+        join_cgroups(config["cgroups"])
         build_root(config["paths"])
         drop_privileges(config["uid"], config["limits"])
     except OSError as err:

@@ -64,9 +64,10 @@ class Limits:
 
     cpu_seconds: int = 10  # a parse takes ~1.5 s of CPU; checking a big function a few more
     wall_seconds: float = 30.0
-    address_space: int = 4 << 30
+    address_space: int = 2 << 30  # per process (a conv2d parse peaks at 0.5 GiB virtual)
+    tree_memory: int = 2 << 30  # the whole tree, where a memory cgroup can be made
     open_files: int = 256
-    processes: int = 64  # per uid, and each child has a uid of its own: bounds a fork bomb
+    processes: int = 32  # per uid, and each child has a uid of its own: bounds a fork bomb
     file_size: int = 0  # the root is read-only anyway
     answer_bytes: int = 32 << 20
     stderr_bytes: int = 64 << 10
@@ -129,7 +130,7 @@ def _visible_paths() -> list[str]:
     return sorted(set(paths))
 
 
-def _command(uid: int, limits: Limits) -> list[str]:
+def _command(uid: int, limits: Limits, cgroups: list[Path]) -> list[str]:
     package_root = str(Path(tuning.__file__).resolve().parent.parent)
     bootstrap = (
         f"import sys; sys.path.insert(0, {package_root!r}); "
@@ -138,6 +139,7 @@ def _command(uid: int, limits: Limits) -> list[str]:
     config = {
         "paths": _visible_paths(),
         "uid": uid,
+        "cgroups": [str(group) for group in cgroups],
         "limits": limits.rlimits(),
         "argv": [sys.executable, "-I", "-B", "-c", bootstrap],
         "env": {
@@ -153,6 +155,47 @@ def _command(uid: int, limits: Limits) -> list[str]:
         "unshare", "--pid", "--fork", "--kill-child", "--mount", "--net", "--ipc", "--uts",
         "--", sys.executable, "-I", "-S", "-B", jail, json.dumps(config),
     ]  # fmt: skip
+
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+def _make_cgroups(uid: int, limits: Limits) -> list[Path]:
+    """Per-child cgroups (v1 memory and pids controllers, or v2's unified tree) capping the
+    whole tree's memory and process count; rlimits bound each process, these bound their sum
+    (64 processes of 2 GiB each could otherwise exhaust the host). Best effort: none where the
+    hierarchy is not writable (rlimits and the per-uid process limit still hold)."""
+    wanted = {"memory": {"memory.limit_in_bytes": limits.tree_memory},
+              "pids": {"pids.max": limits.processes}}  # fmt: skip
+    if (CGROUP_ROOT / "cgroup.controllers").exists():  # v2: one tree
+        parents = {CGROUP_ROOT / "tunehub-sandbox": {"memory.max": limits.tree_memory,
+                                                     "pids.max": limits.processes}}  # fmt: skip
+    else:
+        parents = {CGROUP_ROOT / c / "tunehub-sandbox": files for c, files in wanted.items()}
+    made = []
+    for parent, files in parents.items():
+        group = parent / str(uid)
+        try:
+            parent.mkdir(exist_ok=True)
+            if parent.parent == CGROUP_ROOT and (CGROUP_ROOT / "cgroup.controllers").exists():
+                (parent / "cgroup.subtree_control").write_text("+memory +pids")
+            group.mkdir()
+            made.append(group)
+            for name, value in files.items():
+                (group / name).write_text(str(value))
+        except OSError:
+            continue
+    return made
+
+
+def _remove_cgroups(groups: list[Path]) -> None:
+    for group in groups:
+        for _ in range(50):  # killed processes leave their cgroup a moment after they die
+            try:
+                group.rmdir()
+                break
+            except OSError:
+                time.sleep(0.02)
 
 
 def _kill_uid(uid: int) -> None:
@@ -256,9 +299,10 @@ def run_isolated(
     if not _slots.take():
         raise SandboxBusy(retry_after=max(1, int(limits.wall_seconds // 4)))
     uid = secrets.randbelow(UID_RANGE[1] - UID_RANGE[0]) + UID_RANGE[0]
+    cgroups = _make_cgroups(uid, limits)
     try:
         proc = subprocess.Popen(
-            _command(uid, limits),
+            _command(uid, limits, cgroups),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -275,6 +319,7 @@ def run_isolated(
             code = proc.wait()
             _kill_uid(uid)
     finally:
+        _remove_cgroups(cgroups)
         _slots.give()
     if stopped:
         raise SandboxFailed(f"the isolated child {stopped} and was killed")
