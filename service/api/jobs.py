@@ -31,6 +31,7 @@ from service.errors import invalid, not_found, prefixed, responses
 from service.fast_json import json_answer, json_bytes
 from service.jobqueue import queue_name
 from service.quotas import check_active_jobs
+from service.reads import lookup
 from service.schemas import JobCreate, RowId, job_json
 from service.strict_input import StrictRoute
 from service.untrusted_input import parsed_tir
@@ -211,12 +212,17 @@ def list_jobs(
 
 
 @router.get("/{job_id}", response_model=dict[str, Any], responses=responses(404))
-def get_job(job_id: RowId, request: Request, who: AnyReader) -> Response:
+async def get_job(job_id: RowId, request: Request, who: AnyReader) -> Response:
     """One job: state, progress, and the schedule once it succeeded."""
-    parts = lookups.job(request.app.state.store, job_id)
+    store = request.app.state.store
+    parts = await lookup(store, lookups.job, job_id)
     if parts is None:
         raise not_found("job", job_id)
-    return json_answer(request, json_bytes(job_body(request, *parts)))
+    if parts.job.state == JobState.QUEUED.value:  # waiting_for asks which targets are live
+        body = await run_in_threadpool(job_body, request, *parts)
+    else:
+        body = job_body(request, *parts)
+    return json_answer(request, json_bytes(body))
 
 
 @router.post("/{job_id}/cancel", responses=responses(404))

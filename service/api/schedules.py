@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import FileResponse, Response
+from starlette.concurrency import run_in_threadpool
 
+from schedules_db import lookups
 from schedules_db.store import target_key
 from service.auth import AnyReader
 from service.errors import invalid, not_found, responses
+from service.fast_json import compact_json, json_answer, json_bytes, with_raw_fields
+from service.reads import lookup
 from service.schemas import RowId, schedule_json
 from service.strict_input import StrictRoute
 from tuning.targets import TargetError, resolve_target
@@ -43,42 +48,50 @@ def render(request: Request, row: Any, detail: bool) -> dict[str, Any]:
     )
 
 
-@router.get("")
-def list_schedules(
+def detail_json(parts: lookups.ScheduleParts) -> bytes:
+    """A schedule as ``schedule_json(..., detail=True)`` shows it, as JSON bytes: the stored
+    trace text goes in as it is (compacted once per text), not parsed and re-serialised."""
+    body = schedule_json(*parts, detail=False)
+    trace = compact_json(parts.record.trace_json) if parts.record else "[[],[]]"
+    return with_raw_fields(body, {"trace": trace, "tir": json.dumps(parts.schedule.tir)})
+
+
+@router.get("", response_model=list[dict[str, Any]])
+async def list_schedules(
     request: Request,
     who: AnyReader,
     operator: str | None = Query(default=None),
     target: str | None = Query(default=None, description="key, label, 'host' or JSON"),
     workload_id: RowId | None = None,
     limit: int = Query(default=100, ge=1, le=1000),
-) -> list[dict[str, Any]]:
+) -> Response:
     """Verified best schedules, newest first."""
     target_id = None
     if target is not None:
-        target_id = target_id_of(request, target)
+        target_id = await run_in_threadpool(target_id_of, request, target)
         if target_id is None:
-            return []
-    rows = request.app.state.store.list_schedules(operator, target_id, workload_id, limit)
-    return [render(request, row, detail=False) for row in rows]
+            return json_answer(request, b"[]")
+    store = request.app.state.store
+    found = await lookup(store, lookups.schedules, operator, target_id, workload_id, limit)
+    return json_answer(request, json_bytes([schedule_json(*p, detail=False) for p in found]))
 
 
-@router.get("/{schedule_id}", responses=responses(404))
-def get_schedule(schedule_id: RowId, request: Request, who: AnyReader) -> dict[str, Any]:
-    """One schedule with its MetaSchedule trace and the scheduled TIR."""
-    row = request.app.state.store.get_schedule(schedule_id)
-    if row is None:
+@router.get("/{schedule_id}", response_model=dict[str, Any], responses=responses(304, 404))
+async def get_schedule(schedule_id: RowId, request: Request, who: AnyReader) -> Response:
+    """One schedule with its MetaSchedule trace and the scheduled TIR; its ``ETag`` answers
+    ``If-None-Match`` with a 304."""
+    parts = await lookup(request.app.state.store, lookups.schedule, schedule_id)
+    if parts is None:
         raise not_found("schedule", schedule_id)
-    return render(request, row, detail=True)
+    return json_answer(request, detail_json(parts), etag=True)
 
 
 @router.get("/{schedule_id}/artifact", response_model=None, responses=responses(304, 404))
-def get_artifact(schedule_id: RowId, request: Request, who: AnyReader) -> Response:
+async def get_artifact(schedule_id: RowId, request: Request, who: AnyReader) -> Response:
     """The compiled shared library of a schedule (``ETag`` and ``X-Content-SHA256``: sha256)."""
-    store = request.app.state.store
-    row = store.get_schedule(schedule_id)
-    if row is None:
+    artifact = await lookup(request.app.state.store, lookups.artifact, schedule_id)
+    if artifact is None:
         raise not_found("schedule", schedule_id)
-    artifact = store.get_artifact(row.artifact_id)
     headers = {"ETag": f'"{artifact.sha256}"', "X-Content-SHA256": artifact.sha256}
     if request.headers.get("if-none-match") == headers["ETag"]:
         return Response(status_code=304, headers=headers)
@@ -89,5 +102,5 @@ def get_artifact(schedule_id: RowId, request: Request, who: AnyReader) -> Respon
         path,
         media_type="application/octet-stream",
         headers=headers,
-        filename=f"tunehub-schedule{row.id}-{artifact.sha256[:12]}.so",
+        filename=f"tunehub-schedule{schedule_id}-{artifact.sha256[:12]}.so",
     )

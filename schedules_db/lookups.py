@@ -1,0 +1,175 @@
+"""Joined reads for the API's hot lookups: one query each instead of one per row.
+
+`Store`'s getters load one ORM row per call, so showing a schedule took five queries (schedule,
+workload, target, artifact, record) and a list of N took 4N+1. These functions answer the same
+questions with one Core ``SELECT ... JOIN`` and hand back plain attribute objects (named like
+the rows' columns, detached from any session), leaving out what the API never shows (a
+workload's module JSON; a schedule's TIR and trace in lists). Readers see committed data only,
+as with `Store`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from functools import lru_cache
+from types import SimpleNamespace
+from typing import Any, NamedTuple
+
+from sqlalchemy import Connection, Select, bindparam, select
+
+from schedules_db.models import (
+    ArtifactRow,
+    JobRow,
+    ScheduleRow,
+    TargetRow,
+    TuningRecordRow,
+    WorkloadRow,
+)
+from schedules_db.store import Store
+
+
+class ScheduleParts(NamedTuple):
+    """A schedule with its workload, target, artifact and (in `schedule`) its record."""
+
+    schedule: Any
+    workload: Any
+    target: Any
+    artifact: Any
+    record: Any  # ``tvm_version`` and ``trace_json``; None in lists or without a record
+
+
+class JobParts(NamedTuple):
+    """A job with its workload and target."""
+
+    job: Any
+    workload: Any
+    target: Any
+
+
+def _columns(model: type, prefix: str, skip: Iterable[str] = ()) -> list[Any]:
+    return [c.label(f"{prefix}__{c.name}") for c in model.__table__.c if c.name not in skip]
+
+
+def _parts(result: Any, prefixes: str) -> list[list[SimpleNamespace]]:
+    """Split each joined row's ``prefix__column`` values into one object per table."""
+    keys = result.keys()
+    names = [key.partition("__") for key in keys]
+    rows = []
+    for row in result:
+        values: dict[str, dict[str, Any]] = {prefix: {} for prefix in prefixes}
+        for (prefix, _, name), value in zip(names, row, strict=True):
+            values[prefix][name] = value
+        rows.append([SimpleNamespace(**values[prefix]) for prefix in prefixes])
+    return rows
+
+
+def _schedule_query(detail: bool) -> Select:
+    columns = [
+        *_columns(ScheduleRow, "s", skip=() if detail else ("tir",)),
+        *_columns(WorkloadRow, "w", skip=("mod_json",)),
+        *_columns(TargetRow, "t"),
+        *_columns(ArtifactRow, "a"),
+    ]
+    if detail:
+        columns += [
+            TuningRecordRow.id.label("r__id"),
+            TuningRecordRow.tvm_version.label("r__tvm_version"),
+            TuningRecordRow.trace_json.label("r__trace_json"),
+        ]
+    query = (
+        select(*columns)
+        .join(WorkloadRow, WorkloadRow.id == ScheduleRow.workload_id)
+        .join(TargetRow, TargetRow.id == ScheduleRow.target_id)
+        .join(ArtifactRow, ArtifactRow.id == ScheduleRow.artifact_id)
+    )
+    if detail:
+        query = query.outerjoin(TuningRecordRow, TuningRecordRow.id == ScheduleRow.record_id)
+    return query
+
+
+_SCHEDULE = _schedule_query(True).where(ScheduleRow.id == bindparam("id"))
+_JOB = (
+    select(
+        *_columns(JobRow, "j"),
+        *_columns(WorkloadRow, "w", skip=("mod_json",)),
+        *_columns(TargetRow, "t"),
+    )
+    .join(WorkloadRow, WorkloadRow.id == JobRow.workload_id)
+    .join(TargetRow, TargetRow.id == JobRow.target_id)
+    .where(JobRow.id == bindparam("id"))
+)
+
+
+@lru_cache(maxsize=16)
+def _list_query(series: bool, operator: bool, target: bool, workload: bool) -> Select:
+    """The list query for one combination of filters (built once: building costs more than
+    running it), every value a bound parameter."""
+    query = _schedule_query(False).order_by(ScheduleRow.id.desc()).limit(bindparam("limit"))
+    for wanted, column, name in (
+        (series, ScheduleRow.tvm_series, "series"),
+        (operator, WorkloadRow.operator, "operator"),
+        (target, ScheduleRow.target_id, "target_id"),
+        (workload, ScheduleRow.workload_id, "workload_id"),
+    ):
+        if wanted:
+            query = query.where(column == bindparam(name))
+    return query
+
+
+def _connect(store: Store) -> Connection:
+    """A connection without a transaction: each lookup is one SELECT, consistent by itself,
+    and BEGIN/ROLLBACK would cost two more round trips on PostgreSQL."""
+    return store.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+
+
+def schedule(store: Store, schedule_id: int) -> ScheduleParts | None:
+    """One schedule, its TIR and its record's trace included; None if there is none."""
+    with _connect(store) as conn:
+        rows = _parts(conn.execute(_SCHEDULE, {"id": schedule_id}), "swtar")
+    if not rows:
+        return None
+    found, workload, target, artifact, record = rows[0]
+    return ScheduleParts(found, workload, target, artifact, record if record.id else None)
+
+
+def schedules(
+    store: Store,
+    operator: str | None = None,
+    target_id: int | None = None,
+    workload_id: int | None = None,
+    limit: int = 100,
+) -> list[ScheduleParts]:
+    """What `Store.list_schedules` returns (newest first, the store's TVM series), with each
+    schedule's parts, without TIR or record."""
+    values = {
+        "series": store.series,
+        "operator": operator,
+        "target_id": target_id,
+        "workload_id": workload_id,
+    }
+    query = _list_query(*(value is not None for value in values.values()))
+    params = {k: v for k, v in values.items() if v is not None}
+    with _connect(store) as conn:
+        rows = _parts(conn.execute(query, {**params, "limit": limit}), "swta")
+    return [ScheduleParts(*parts, None) for parts in rows]
+
+
+def job(store: Store, job_id: int) -> JobParts | None:
+    """One job with its workload and target; None if there is none."""
+    with _connect(store) as conn:
+        rows = _parts(conn.execute(_JOB, {"id": job_id}), "jwt")
+    return JobParts(*rows[0]) if rows else None
+
+
+_ARTIFACT = (
+    select(*_columns(ArtifactRow, "a"))
+    .join(ScheduleRow, ScheduleRow.artifact_id == ArtifactRow.id)
+    .where(ScheduleRow.id == bindparam("id"))
+)
+
+
+def artifact(store: Store, schedule_id: int) -> Any:
+    """The artifact row (as an attribute object) of a schedule; None if there is no schedule."""
+    with _connect(store) as conn:
+        rows = _parts(conn.execute(_ARTIFACT, {"id": schedule_id}), "a")
+    return rows[0][0] if rows else None

@@ -1,0 +1,43 @@
+"""Test data: a published schedule written through the store, as a worker would leave it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import timedelta
+from pathlib import Path
+
+from schedules_db.store import NewRecord, NewSchedule, Store
+
+TVM_VERSION = "0.27.0"
+
+
+def publish(
+    store: Store, operator: str, size: int, artifact_dir: Path | None = None
+) -> tuple[int, int]:
+    """A succeeded job and its schedule for ``operator`` at (size, size, size) on a fixed llvm
+    target, with a trace, TIR and (in ``artifact_dir``) an artifact file; (schedule, job) ids."""
+    target = store.get_or_create_target(
+        {"kind": "llvm", "mcpu": "znver4", "num-cores": 2}, "llvm", "znver4-2c", {"cpu": "test"}
+    )
+    params = {"M": size, "N": size, "K": size}
+    workload = store.get_or_create_workload(
+        f"{operator}-{size}", "{}", operator, params, 2.0 * size**3
+    )
+    job = store.create_job(workload.id, target.id, 16, "q", "tester")
+    assert store.claim_job(job.id, "w", timedelta(seconds=60))
+    trace = json.dumps([[["GetSBlock", [], ["C", "main"], ["b0"]]], [[0, [4, 8]]]], indent=1)
+    store.add_record(workload.id, target.id, job.id, NewRecord(trace, [5e-6] * 3, [], TVM_VERSION))
+    record = store.top_k_records(workload.id, target.id, 1)[0]
+    blob = f"library {operator} {size}".encode()
+    sha = hashlib.sha256(blob).hexdigest()
+    if artifact_dir is not None:
+        (artifact_dir / sha[:2]).mkdir(parents=True, exist_ok=True)
+        (artifact_dir / sha[:2] / f"{sha}.so").write_bytes(blob)
+    schedule = NewSchedule(
+        record.id, 5.0, 40.0, 1e-6, f"# TIR of {operator} {size}\n", sha, len(blob),
+        f"{sha[:2]}/{sha}.so",
+    )  # fmt: skip
+    schedule_id = store.finish_job(job.id, "w", schedule)
+    assert schedule_id is not None
+    return schedule_id, job.id

@@ -1,0 +1,109 @@
+"""The hot read routes (one joined query, pre-serialised JSON) answer exactly what the rows
+say, as the routes did when they rendered ORM rows; a schedule's ETag gives a 304."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from schedules_db import Store, make_engine, upgrade_schema
+from service.app import create_app
+from service.schemas import job_json, schedule_json
+from service.settings import Settings
+from tests.conftest import ServerThread
+from tests.schedules_db.published import publish
+
+
+@pytest.fixture
+def api(store_url: str, tmp_path: Path) -> Iterator[tuple[httpx.Client, Store, dict]]:
+    engine = make_engine(store_url)
+    upgrade_schema(engine)
+    store = Store(engine, tvm_series="0.27")
+    ids = {(op, n): publish(store, op, n, tmp_path / "artifacts") for op in ("matmul", "dense")
+           for n in (8, 16)}  # fmt: skip
+    queued = store.create_job(store.get_schedule(ids["dense", 8][0]).workload_id,
+                              store.list_targets()[0].id, 10**4, "q")  # fmt: skip
+    ids["queued"] = (None, queued.id)
+    settings = Settings(
+        data_dir=tmp_path, database_url=store_url, artifact_dir=tmp_path / "artifacts"
+    )
+    with (
+        ServerThread(create_app(settings, run_reaper=False)) as server,
+        httpx.Client(base_url=server.url + "/api/v1") as client,
+    ):
+        yield client, store, ids
+    engine.dispose()
+
+
+def _as_before(store: Store, schedule_id: int, detail: bool) -> dict:
+    """What the route answered when it rendered the store's ORM rows."""
+    row = store.get_schedule(schedule_id)
+    record = store.get_record(row.record_id) if detail else None
+    return schedule_json(
+        row,
+        store.get_workload(row.workload_id),
+        store.get_target(row.target_id),
+        store.get_artifact(row.artifact_id),
+        record,
+        detail,
+    )
+
+
+def test_a_schedule_is_what_its_rows_say_and_its_etag_answers_304(api: tuple) -> None:
+    client, store, ids = api
+    schedule_id = ids["matmul", 16][0]
+    response = client.get(f"/schedules/{schedule_id}")
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "application/json"
+    assert response.json() == _as_before(store, schedule_id, detail=True)
+    etag = response.headers["etag"]
+    again = client.get(f"/schedules/{schedule_id}", headers={"If-None-Match": etag})
+    assert (again.status_code, again.content, again.headers["etag"]) == (304, b"", etag)
+    other = client.get(f"/schedules/{schedule_id}", headers={"If-None-Match": '"x", ' + etag})
+    assert other.status_code == 304
+    stale = client.get(f"/schedules/{schedule_id}", headers={"If-None-Match": '"x"'})
+    assert stale.status_code == 200 and stale.json() == response.json()
+    assert client.get(f"/schedules/{ids['dense', 8][0]}").headers["etag"] != etag
+
+
+def test_lists_and_jobs_are_what_their_rows_say(api: tuple) -> None:
+    client, store, ids = api
+    workload_id = store.get_schedule(ids["matmul", 8][0]).workload_id
+    queries = [{}, {"operator": "dense"}, {"operator": "nope"}, {"limit": 2}]
+    for query in [*queries, {"workload_id": workload_id}]:
+        listed = client.get("/schedules", params=query)
+        assert listed.status_code == 200, listed.text
+        expected = [
+            _as_before(store, row.id, detail=False)
+            for row in store.list_schedules(
+                query.get("operator"), None, query.get("workload_id"), query.get("limit", 100)
+            )
+        ]
+        assert listed.json() == expected
+    for _, job_id in ids.values():
+        job = store.get_job(job_id)
+        body = client.get(f"/jobs/{job_id}").json()
+        expected = job_json(
+            job, store.get_workload(job.workload_id), store.get_target(job.target_id)
+        )
+        waiting = body.pop("waiting_for")
+        expected.pop("waiting_for")
+        assert body == expected
+        assert (waiting is None) == (job.state != "queued")
+
+
+def test_artifacts_are_served_with_their_sha256(api: tuple) -> None:
+    client, store, ids = api
+    schedule_id = ids["dense", 16][0]
+    artifact = store.get_artifact(store.get_schedule(schedule_id).artifact_id)
+    response = client.get(f"/schedules/{schedule_id}/artifact")
+    assert response.status_code == 200 and response.content == b"library dense 16"
+    assert response.headers["x-content-sha256"] == artifact.sha256
+    again = client.get(
+        f"/schedules/{schedule_id}/artifact", headers={"If-None-Match": response.headers["etag"]}
+    )
+    assert again.status_code == 304
+    assert client.get("/schedules/999999/artifact").status_code == 404
