@@ -9,9 +9,14 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from service.errors import invalid
-from service.refusals import Refusal
+from service.refusals import Refusal, refusal_schema
 from tuning.sandbox import SandboxBusy, SandboxUnavailable
 from tuning.tir_sandbox import ParsedTir, TirRejected, parse_untrusted
+
+# What a route that parses user code may answer besides its own statuses (429 is auth's).
+ISOLATION_RESPONSES: dict[int | str, dict] = {
+    503: refusal_schema("User code cannot be isolated on this host: refused, never parsed")
+}
 
 
 @contextmanager

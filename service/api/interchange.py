@@ -23,7 +23,7 @@ from service.auth import AnyReader, Submitter, check_target
 from service.errors import invalid, not_found, responses
 from service.jobqueue import queue_name
 from service.strict_input import StrictRoute
-from service.untrusted_input import isolated_parser
+from service.untrusted_input import ISOLATION_RESPONSES, isolated_parser
 from tuning.interchange import (
     RECORD_FILE,
     WORKLOAD_FILE,
@@ -119,7 +119,7 @@ def _checked_workload(
     return workload
 
 
-@router.post("/import", status_code=201)
+@router.post("/import", status_code=201, responses=ISOLATION_RESPONSES)
 def import_database(body: ImportBody, request: Request, who: Submitter) -> dict[str, Any]:
     """Store a JSON database's workloads and records for ``target`` and queue the verification
     of each workload's best. Any bad line is a 422 naming the file and line; nothing is written

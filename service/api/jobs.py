@@ -34,7 +34,7 @@ from service.quotas import check_active_jobs
 from service.reads import lookup
 from service.schemas import JobCreate, RowId, job_json
 from service.strict_input import StrictRoute
-from service.untrusted_input import parsed_tir
+from service.untrusted_input import ISOLATION_RESPONSES, parsed_tir
 from tuning.catalog import get_operator, list_operators
 from tuning.spaces import SpaceError, resolve_space
 from tuning.targets import HOST, ResolvedTarget, TargetError, host_fingerprint, resolve_target
@@ -73,7 +73,7 @@ def _live_targets(request: Request) -> set[int]:
     return request.app.state.store.live_target_ids(stale_after)
 
 
-@router.post("", status_code=201)
+@router.post("", status_code=201, responses=ISOLATION_RESPONSES)
 def create_job(body: JobCreate, request: Request, who: Submitter) -> dict[str, Any]:
     """Validate a job completely, then record it and hand it to the target's queue.
 
