@@ -116,8 +116,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # uvicorn re-raises SIGTERM after its graceful shutdown; turn it into SystemExit so that
     # the workers below are stopped instead of being orphaned.
     signal.signal(signal.SIGTERM, _exit_on_signal)
+    serving = dict(host=args.host, port=args.port, log_level="info", access_log=args.access_log)
     try:
-        uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level="info")
+        if args.api_workers > 1:  # each process builds the app from the environment
+            os.environ.update(settings.as_env())
+            uvicorn.run("service.app:create_app", factory=True, workers=args.api_workers, **serving)
+        else:
+            uvicorn.run(create_app(settings), **serving)
     finally:
         for proc in workers:
             stop_group(proc)
@@ -372,6 +377,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--insecure", action="store_true", help="allow a non-loopback --host without auth"
+    )
+    p.add_argument(
+        "--api-workers",
+        type=int,
+        default=1,
+        help="API processes on the port (uvicorn workers; each has its own parse cap)",
+    )
+    p.add_argument(
+        "--access-log",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="log every request (~12%% of a lookup's cost)",
     )
     data_options(p)
     p.set_defaults(func=cmd_serve)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 ENV_PREFIX = "TUNEHUB_"
@@ -108,8 +108,9 @@ class Settings:
         return (self.artifact_dir or self.resolved_data_dir / "artifacts").expanduser().resolve()
 
     def as_env(self) -> dict[str, str]:
-        """These settings as ``TUNEHUB_*`` variables, for child processes (workers)."""
-        return {
+        """These settings as ``TUNEHUB_*`` variables, for child processes (workers, API
+        processes): paths and URLs resolved, every other field that is set as its text."""
+        env = {
             ENV_PREFIX + "DATA_DIR": str(self.resolved_data_dir),
             ENV_PREFIX + "DATABASE_URL": self.store_url,
             ENV_PREFIX + "BROKER_URL": self.broker,
@@ -122,3 +123,9 @@ class Settings:
             ENV_PREFIX + "NUM_TRIALS_PER_ITER": str(self.num_trials_per_iter),
             **({ENV_PREFIX + "SEED": str(self.seed)} if self.seed is not None else {}),
         }
+        for item in fields(self):
+            value = getattr(self, item.name)
+            if value is not None:
+                text = ("1" if value else "0") if isinstance(value, bool) else str(value)
+                env.setdefault(ENV_PREFIX + item.name.upper(), text)
+        return env

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import fields
 from pathlib import Path
 
 import httpx
@@ -143,3 +145,21 @@ def test_caps_come_from_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_pat
     assert settings.max_body_bytes == 99
     defaults = Settings()
     assert defaults.max_body_bytes < defaults.max_job_body_bytes < defaults.max_import_body_bytes
+
+
+def test_settings_travel_whole_to_child_processes(monkeypatch: pytest.MonkeyPatch) -> None:
+    # `serve --api-workers N` builds each process's app from as_env(): nothing may be lost.
+    given = Settings(auth=True, max_job_body_bytes=4321, write_rate_per_s=0.5, seed=7)
+    for name in [k for k in os.environ if k.startswith("TUNEHUB_")]:
+        monkeypatch.delenv(name)
+    for name, value in given.as_env().items():
+        monkeypatch.setenv(name, value)
+    got = Settings.from_env()
+    for item in fields(Settings):
+        if item.name not in ("data_dir", "database_url", "broker_url", "artifact_dir"):
+            assert getattr(got, item.name) == getattr(given, item.name), item.name
+    assert (got.store_url, got.broker, got.artifacts) == (
+        given.store_url,
+        given.broker,
+        given.artifacts,
+    )
