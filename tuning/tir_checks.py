@@ -49,11 +49,43 @@ BINARY = frozenset(
 ALLOC_SCOPES = frozenset({"global", "local", ""})
 
 
+SCHEDULE_RULES = frozenset(
+    f"meta_schedule.{name}" for name in ("pool_avg", "pool_max", "adaptive_pool_avg",
+                                         "adaptive_pool_max")
+)  # fmt: skip
+# Block annotations TE and TOPI write (anything else is the scheduler's, or links code).
+BLOCK_ANNOTATIONS = {
+    "axis": lambda value: _constant(value) is not None,
+    "schedule_rule": lambda value: str(value) in SCHEDULE_RULES,
+}
+
+
+def _subexpressions(expr: Any) -> Iterator[Any]:
+    """``expr`` and every expression below it (children as `_Checker.expr` walks them)."""
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        yield node
+        for field in ("a", "b", "value", "base", "stride", "condition", "true_value",
+                      "false_value", "body"):  # fmt: skip
+            child = getattr(node, field, None)
+            if child is not None and hasattr(child, "ty"):
+                stack.append(child)
+        for field in ("args", "indices"):
+            stack.extend(getattr(node, field, None) or ())
+
+
+def _reads_memory(expr: Any) -> bool:
+    return any(type(node).__name__ == "TensorLoad" for node in _subexpressions(expr))
+
+
 class UnsafeTir(ValueError):
     """A function the service will not store, build or run (the message says where and why)."""
 
 
 def _constant(value: Any) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
     return int(value) if type(value).__name__ == "IntImm" else None
 
 
@@ -87,9 +119,13 @@ class _Checker:
             _compact(buffer, "parameter")
             self.buffers[hash(buffer)] = _static_shape(buffer, "parameter")
             self.objects.append(buffer)
-        for key in (dict(func.attrs) if func.attrs is not None else {}):
+        for key, value in (dict(func.attrs) if func.attrs is not None else {}).items():
             if key not in ALLOWED_FUNC_ATTRS:
                 raise UnsafeTir(f"function attribute {key!r} is not allowed")
+            if key == "layout_free_buffers" and not all(
+                _constant(i) is not None and 0 <= int(i) < len(func.params) for i in value
+            ):
+                raise UnsafeTir("layout_free_buffers must name parameters")
 
     # ------------------------------------------------------------------ proofs
     def prove(self, claim: Any, what: str) -> None:
@@ -116,6 +152,7 @@ class _Checker:
             raise UnsafeTir(f"buffer {buffer.name!r} takes {len(shape)} indices")
         for index in indices:
             self.expr(index)
+            self.index_safe(index, f"an index of {buffer.name!r}")
         for axis, (index, extent) in enumerate(zip(indices, shape, strict=True)):
             self.within(index, 0, extent, f"{buffer.name}[axis {axis}] in bounds")
         if self.regions:
@@ -139,8 +176,38 @@ class _Checker:
     def assuming(self, condition: Any) -> Iterator[None]:
         # Simplified first: the analyzer uses `0 < i` (with i the bound loop variable) where it
         # cannot use `vi > 0` as written.
+        # A condition on loaded data is no fact: a store between the test and the access can
+        # change the data. Such guards are ignored, so what they guard must prove on its own.
+        if _reads_memory(condition):
+            yield
+            return
+        self.index_safe(condition, "a condition")
         with self.analyzer.constraint_scope(self.analyzer.simplify(condition)):
             yield
+
+    def bind(self, var: Any, value: Any) -> None:
+        """Let the analyzer substitute ``value`` for ``var`` unless it reads memory (stale);
+        its arithmetic must not wrap, since the analyzer will reason with it."""
+        self.index_safe(value, f"the value of {var}")
+        if not _reads_memory(value):
+            self.analyzer.bind(var, value)
+
+    def index_safe(self, expr: Any, what: str) -> None:
+        """Integer arithmetic that feeds an index, a loop bound or a binding never wraps: the
+        analyzer reasons as if integers were unbounded, the machine code wraps int8/int16 and
+        treats int32/int64 overflow as undefined."""
+        for node in _subexpressions(expr):
+            dtype = str(getattr(node, "ty", ""))
+            if not dtype.startswith(("int", "uint")) or type(node).__name__ in ("IntImm", "Var"):
+                continue
+            import tvm
+
+            info = tvm.DataType(dtype)
+            low = 0 if dtype.startswith("uint") else -(1 << (info.bits - 1))
+            high = (1 << (info.bits - (0 if dtype.startswith("uint") else 1))) - 1
+            bound = self.analyzer.const_int_bound(node)
+            if bound.min_value < low or bound.max_value > high:
+                raise UnsafeTir(f"{what}: {node} may overflow {dtype}")
 
     # ------------------------------------------------------------------ walk
     def expr(self, node: Any) -> None:
@@ -163,7 +230,7 @@ class _Checker:
             self.expr(node.false_value)
         elif kind == "Let":
             self.expr(node.value)
-            self.analyzer.bind(node.var, node.value)
+            self.bind(node.var, node.value)
             self.expr(node.body)
         elif kind == "TensorLoad":
             self.access(node.source, list(node.indices), write=False)
@@ -218,7 +285,7 @@ class _Checker:
             self.expr(node.value)
         elif kind == "Bind":
             self.expr(node.value)
-            self.analyzer.bind(node.var, node.value)
+            self.bind(node.var, node.value)
         elif kind in ("AllocBuffer", "DeclBuffer"):
             raise UnsafeTir(f"{kind} is not allowed: allocate with the block's alloc_buffer")
         else:
@@ -229,10 +296,13 @@ class _Checker:
 
         if node.step is not None and _constant(node.step) != 1:
             raise UnsafeTir("loops must step by 1")
-        if node.thread_binding is not None:
-            raise UnsafeTir("thread bindings are the scheduler's, not the input's")
-        self.expr(node.min)
-        self.expr(node.extent)
+        if node.thread_binding is not None or int(node.kind) != 0:
+            raise UnsafeTir("loops must be serial: kinds and bindings are the scheduler's")
+        if len(node.annotations):
+            raise UnsafeTir(f"loop {node.loop_var} carries annotations (pragmas link code)")
+        for bound in (node.min, node.extent):
+            self.expr(bound)
+            self.index_safe(bound, f"loop {node.loop_var}")
         self.prove(node.extent >= 0, f"loop {node.loop_var} has a non-negative extent")
         self.analyzer.bind(node.loop_var, Range.from_min_extent(node.min, node.extent))
         self.stmt(node.body)
@@ -241,14 +311,16 @@ class _Checker:
         block = realize.block
         if len(block.match_buffers):
             raise UnsafeTir(f"block {block.name_hint!r}: match_buffer is not allowed")
-        for key in block.annotations:
-            if "pragma" in key or "import" in key or "extern" in key:
+        for key, value in block.annotations.items():
+            allowed = BLOCK_ANNOTATIONS.get(key)
+            if allowed is None or not allowed(value):
                 raise UnsafeTir(f"block {block.name_hint!r}: annotation {key!r} is not allowed")
         self.expr(realize.predicate)
         with ExitStack() as scope:
             scope.enter_context(self.assuming(realize.predicate))
             for iter_var, value in zip(block.iter_vars, realize.iter_values, strict=True):
                 self.expr(value)
+                self.index_safe(value, f"block {block.name_hint!r} binding")
                 dom = iter_var.dom
                 self.within(value, dom.min, dom.extent, f"block {block.name_hint!r} binding")
                 self.analyzer.bind(iter_var.var, value)
