@@ -1,10 +1,12 @@
 """User code (raw TIR, imported modules and traces) handed to the isolated parser, with its
-failures turned into answers: a refusal is a 422 at the field, every parser slot busy a 429
-with ``Retry-After``, isolation unavailable on this host a 503 (the input is never handled
-unisolated)."""
+failures turned into answers: a refusal is a 422 at the field, every parser slot busy — or the
+same identity already parsing — a 429 with ``Retry-After``, isolation unavailable on this host
+a 503 (the input is never handled unisolated). One identity parses one request at a time, so
+a single token cannot hold every slot of the process (a child may take its whole 30 s)."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
@@ -19,9 +21,23 @@ ISOLATION_RESPONSES: dict[int | str, dict] = {
 }
 
 
+_parsing: set[str] = set()  # identities (their limit keys) with a parse under way
+_parsing_lock = threading.Lock()
+RETRY_OWN_PARSE_S = 5
+
+
 @contextmanager
-def isolated_parser() -> Iterator[None]:
-    """Translate the sandbox's busy and unavailable states into 429 and 503 answers."""
+def isolated_parser(who: str) -> Iterator[None]:
+    """Translate the sandbox's busy and unavailable states into 429 and 503 answers, and
+    refuse (429) a second parse of the identity ``who`` while its first one runs."""
+    with _parsing_lock:
+        if who in _parsing:
+            raise Refusal(
+                429, "this identity's previous code upload is still being parsed",
+                "parse_in_progress", headers={"Retry-After": str(RETRY_OWN_PARSE_S)},
+                retry_after_s=RETRY_OWN_PARSE_S,
+            )  # fmt: skip
+        _parsing.add(who)
     try:
         yield
     except SandboxBusy as err:
@@ -31,12 +47,15 @@ def isolated_parser() -> Iterator[None]:
         ) from None  # fmt: skip
     except SandboxUnavailable as err:
         raise Refusal(503, str(err), "isolation_unavailable") from None
+    finally:
+        with _parsing_lock:
+            _parsing.discard(who)
 
 
-def parsed_tir(fmt: str, source: str, loc: Sequence[str | int]) -> ParsedTir:
-    """The workload of submitted TIR, parsed and re-derived in isolation; a 422 at ``loc``
-    (with the parser's reason) when it is refused."""
-    with isolated_parser():
+def parsed_tir(fmt: str, source: str, loc: Sequence[str | int], who: str) -> ParsedTir:
+    """The workload of TIR submitted by ``who``, parsed and re-derived in isolation; a 422 at
+    ``loc`` (with the parser's reason) when it is refused."""
+    with isolated_parser(who):
         try:
             return parse_untrusted(fmt, source)
         except TirRejected as err:

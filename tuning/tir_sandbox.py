@@ -14,6 +14,7 @@ importer's way to re-check a stored module and replay traces on it, in a child a
 from __future__ import annotations
 
 import ast
+import builtins
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +24,8 @@ from tuning.sandbox import SandboxFailed, run_isolated
 MAX_SOURCE_BYTES = 256 * 1024
 # Names TVMScript text may read without binding them itself.
 FREE_NAMES = frozenset({"T", "I", "range", "len", "min", "max", "int", "float", "bool", "tuple"})
+BUILTIN_NAMES = frozenset(dir(builtins))
+MAX_SHASH_DIGITS = 20  # a 64-bit hash in decimal
 ALLOWED_IMPORTS = {
     "tvm",
     "tvm.script",
@@ -100,6 +103,9 @@ def _only_known_names(tree: ast.Module) -> None:
     bound |= {
         n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
     }
+    shadowing = sorted(bound & BUILTIN_NAMES)
+    if shadowing:  # `for eval in range(1)` would otherwise make `eval` a "bound" name
+        raise TirRejected(f"name {shadowing[0]!r} is a Python builtin and cannot be bound")
     for node in ast.walk(tree):
         known = isinstance(node, ast.Name) and (node.id in bound or node.id in FREE_NAMES)
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and not known:
@@ -122,7 +128,9 @@ def _workload(answer: dict[str, Any]) -> ParsedTir:
     mod_json, shash, flop = answer.get("mod_json"), answer.get("shash"), answer.get("flop")
     if not (isinstance(mod_json, str) and isinstance(shash, str) and shash.isdigit()):
         raise TirRejected("the isolated parser answered out of protocol")
-    if not (isinstance(flop, (int, float)) and math.isfinite(flop) and flop >= 0):
+    if len(shash) > MAX_SHASH_DIGITS or type(flop) is not float:
+        raise TirRejected("the isolated parser answered out of protocol")
+    if not (math.isfinite(flop) and flop >= 0):
         raise TirRejected("the isolated parser answered out of protocol")
     return ParsedTir(mod_json=mod_json, shash=shash, flop=float(flop))
 

@@ -92,12 +92,12 @@ def export_database(
 
 
 def _checked_workload(
-    number: int, line: str, records: list[tuple[int, RecordLine]]
+    number: int, line: str, records: list[tuple[int, RecordLine]], who: str
 ) -> ParsedTir:
     """A workload line parsed and re-derived in isolation, and its records' traces replayed on
     it in another isolated child (a trace that crashes TVM kills that child only)."""
     _, mod_json = decode_workload_line(line, number)
-    with isolated_parser():
+    with isolated_parser(who):
         try:
             workload = parse_untrusted("json", mod_json)
         except TirRejected as err:
@@ -144,7 +144,9 @@ def import_database(body: ImportBody, request: Request, who: Submitter) -> dict[
         records = [decode_record_line(line, n, len(workload_lines)) for n, line in record_lines]
         numbered = list(zip((n for n, _ in record_lines), records, strict=True))
         parsed = [
-            _checked_workload(n, line, [(m, r) for m, r in numbered if r.workload_index == index])
+            _checked_workload(
+                n, line, [(m, r) for m, r in numbered if r.workload_index == index], who.limit_key
+            )
             for index, (n, line) in enumerate(workload_lines)
         ]
     except InterchangeError as err:

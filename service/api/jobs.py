@@ -96,7 +96,9 @@ def create_job(body: JobCreate, request: Request, who: Submitter) -> dict[str, A
         )
     target = resolve_job_target(body.target, state.store)
     check_target(who, target.canonical, state.store)
-    workload = _tir_workload(body) if body.tir is not None else _catalog_workload(body)
+    workload = (
+        _tir_workload(body, who.limit_key) if body.tir is not None else _catalog_workload(body)
+    )
     space = _job_space(body, target.kind)
 
     store = state.store
@@ -183,9 +185,9 @@ def _job_space(body: JobCreate, target_kind: str) -> str:
         raise invalid(("body", "space"), str(err), "space_unavailable", body.space) from None
 
 
-def _tir_workload(body: JobCreate) -> WorkloadSpec:
+def _tir_workload(body: JobCreate, who: str) -> WorkloadSpec:
     """Raw TIR, parsed and re-derived in isolated children (never in the service's own)."""
-    parsed = parsed_tir(body.tir.format, body.tir.source, ("body", "tir", "source"))
+    parsed = parsed_tir(body.tir.format, body.tir.source, ("body", "tir", "source"), who)
     return WorkloadSpec(
         mod=None,
         shash=parsed.shash,

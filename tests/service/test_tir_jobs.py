@@ -158,12 +158,13 @@ def test_exactly_one_of_operator_and_tir(api: tuple) -> None:
     assert _counts(data_dir) == before
 
 
-def test_parses_past_the_cap_get_a_429_with_retry_after(tmp_path: Path) -> None:
-    """One isolated parser per process here: of three raw-TIR jobs sent at once, one is
-    parsed and the others are told when to come back; nothing is written for them."""
+def test_one_identity_parses_one_upload_at_a_time(tmp_path: Path) -> None:
+    """Of three raw-TIR jobs one client sends at once, one is parsed and the others are told
+    when to come back (a single token cannot hold every parser slot); nothing is written for
+    them. The process-wide cap (TUNEHUB_MAX_PARSES) is tested in tests/tuning/test_sandbox."""
     from concurrent.futures import ThreadPoolExecutor
 
-    app = create_app(Settings(data_dir=tmp_path, max_parses=1), run_reaper=False)
+    app = create_app(Settings(data_dir=tmp_path), run_reaper=False)
     body = {"tir": {"format": "tvmscript", "source": HANDWRITTEN}, "trials": 2}
     with ServerThread(app) as server, httpx.Client(base_url=server.url, timeout=120) as client:
         with ThreadPoolExecutor(3) as pool:
@@ -172,5 +173,5 @@ def test_parses_past_the_cap_get_a_429_with_retry_after(tmp_path: Path) -> None:
         assert codes[0] == 201 and 429 in codes, [a.text for a in answers]
         busy = next(a for a in answers if a.status_code == 429)
         assert int(busy.headers["retry-after"]) >= 1
-        assert busy.json()["type"] == "parsers_busy"
+        assert busy.json()["type"] == "parse_in_progress"
         assert _counts(tmp_path) == (codes.count(201), 1)

@@ -293,3 +293,34 @@ def test_without_isolation_nothing_is_parsed(tmp_path: Path) -> None:
     )  # fmt: skip
     assert "refused: isolation is unavailable" in done.stdout, done.stdout + done.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_what_a_compromised_child_says_cannot_become_a_5xx_or_a_503() -> None:
+    """From the security review: a forged answer with a 400-digit FLOP count raised
+    OverflowError in the parent; a child that printed the jail's own failure line and exited
+    111 made the service claim isolation was unavailable."""
+    forged = b'{"ok": true, "mod_json": "{}", "shash": "1", "flop": 1' + b"0" * 400 + b"}"
+    frame = b"TUNEHUB-ANSWER " + str(len(forged)).encode() + b"\n" + forged
+    code = f"""
+import os
+for fd in range(1, 20):
+    try:
+        os.write(fd, {frame!r})
+    except OSError:
+        pass
+os._exit(0)
+"""
+    with pytest.raises(TirRejected, match="out of protocol"):
+        parse_untrusted("tvmscript", running(code))
+    fake = (
+        "import sys, os\nsys.stderr.write('tunehub-jail: fake\\n')\n"
+        "sys.stderr.flush()\nos._exit(111)"
+    )
+    with pytest.raises(TirRejected, match="exited with status 1"):
+        parse_untrusted("tvmscript", running(fake))
+
+
+def test_the_filter_does_not_let_a_builtin_be_bound() -> None:
+    source = running("x = 1") + "\n    for eval in range(1):\n        pass\n"
+    with pytest.raises(TirRejected, match="'eval' is a Python builtin"):
+        syntax_filter(source)

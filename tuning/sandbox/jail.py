@@ -123,7 +123,10 @@ def _reap_until(child: int) -> int:
     while True:
         pid, status = os.waitpid(-1, 0)
         if pid == child:
-            return os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
+            if not os.WIFEXITED(status):
+                return 128 + os.WTERMSIG(status)
+            code = os.WEXITSTATUS(status)
+            return 1 if code == JAIL_FAILED else code  # only the jail itself says "unavailable"
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ raises `SandboxBusy` at once (no queueing). Where isolation cannot be built (not
 from __future__ import annotations
 
 import json
+import logging
 import os
 import secrets
 import selectors
@@ -33,6 +34,7 @@ from typing import Any
 
 import tuning
 
+log = logging.getLogger("tunehub.sandbox")
 FRAME = b"TUNEHUB-ANSWER "
 JAIL_FAILED = 111
 UID_RANGE = (1 << 20, 1 << 30)  # far above any account a distribution creates
@@ -69,7 +71,7 @@ class Limits:
     open_files: int = 256
     processes: int = 32  # per uid, and each child has a uid of its own: bounds a fork bomb
     file_size: int = 0  # the root is read-only anyway
-    answer_bytes: int = 32 << 20
+    answer_bytes: int = 8 << 20  # a module's JSON; decoding costs the parent ~30x this
     stderr_bytes: int = 64 << 10
 
     def rlimits(self) -> dict[str, int]:
@@ -158,6 +160,7 @@ def _command(uid: int, limits: Limits, cgroups: list[Path]) -> list[str]:
 
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+_warned: list[bool] = []
 
 
 def _make_cgroups(uid: int, limits: Limits) -> list[Path]:
@@ -177,14 +180,23 @@ def _make_cgroups(uid: int, limits: Limits) -> list[Path]:
         group = parent / str(uid)
         try:
             parent.mkdir(exist_ok=True)
-            if parent.parent == CGROUP_ROOT and (CGROUP_ROOT / "cgroup.controllers").exists():
+            if (CGROUP_ROOT / "cgroup.controllers").exists():
                 (parent / "cgroup.subtree_control").write_text("+memory +pids")
             group.mkdir()
-            made.append(group)
-            for name, value in files.items():
-                (group / name).write_text(str(value))
         except OSError:
             continue
+        try:
+            for name, value in files.items():
+                (group / name).write_text(str(value))
+            made.append(group)
+        except OSError:  # a group without its limit is no use: leave it out
+            _remove_cgroups([group])
+    if len(made) < len(parents) and not _warned:
+        _warned.append(True)
+        log.warning(
+            "sandbox: the cgroup hierarchy under %s is not writable here; each child's "
+            "processes are bounded by rlimits alone (not their sum)", CGROUP_ROOT
+        )
     return made
 
 
@@ -262,7 +274,7 @@ def _decode(out: bytes) -> dict[str, Any]:
         raise SandboxFailed("the isolated child's answer is not the length it announced")
     try:
         answer = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError, OverflowError):
         raise SandboxFailed("the isolated child's answer is not JSON") from None
     if not isinstance(answer, dict):
         raise SandboxFailed("the isolated child's answer is not a JSON object")
