@@ -15,6 +15,7 @@ from schedules_db.models import JobRow, TargetRow, WorkloadRow
 from service.app import create_app
 from service.settings import Settings
 from tests.conftest import TINY, ServerThread
+from tests.service.rows import row_counts
 
 MAX_TRIALS = 500
 
@@ -37,14 +38,6 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[httpx.Client
     data_dir = tmp_path_factory.mktemp("api")
     with _server(data_dir) as server, httpx.Client(base_url=server.url + "/api/v1") as client:
         yield client, data_dir
-
-
-def _counts(data_dir: Path) -> tuple[int, int, int]:
-    with sqlite3.connect(data_dir / "tunehub.db") as conn:
-        return tuple(
-            conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
-            for t in ("jobs", "workloads", "targets")
-        )
 
 
 def _body(
@@ -102,23 +95,23 @@ def test_bad_input_is_a_422_naming_the_field_and_writes_nothing(
     api: tuple[httpx.Client, Path], body: dict, loc: list, kind: str
 ) -> None:
     client, data_dir = api
-    before = _counts(data_dir)
+    before = row_counts(data_dir)
     response = client.post("/jobs", json=body)
     assert response.status_code == 422, response.text
     detail = response.json()["detail"]
     assert any(d["loc"] == loc and d["type"] == kind for d in detail), detail
     assert all(isinstance(d["msg"], str) and d["msg"] for d in detail)
-    assert _counts(data_dir) == before
+    assert row_counts(data_dir) == before
 
 
 def test_malformed_json_is_a_422(api: tuple[httpx.Client, Path]) -> None:
     client, data_dir = api
-    before = _counts(data_dir)
+    before = row_counts(data_dir)
     response = client.post(
         "/jobs", content=b"{not json", headers={"content-type": "application/json"}
     )
     assert response.status_code == 422 and response.json()["detail"]
-    assert _counts(data_dir) == before
+    assert row_counts(data_dir) == before
 
 
 def test_a_job_is_recorded_and_handed_to_the_broker(api: tuple[httpx.Client, Path]) -> None:
@@ -297,12 +290,12 @@ def test_each_parameter_bound_is_a_422(
     api: tuple[httpx.Client, Path], name: str, params: dict, loc: list, rule: str
 ) -> None:
     client, data_dir = api
-    before = _counts(data_dir)
+    before = row_counts(data_dir)
     response = client.post("/jobs", json=_body(params, name=name))
     assert response.status_code == 422, response.text
     detail = response.json()["detail"]
     assert any(d["loc"] == loc and d["type"] == rule for d in detail), detail
-    assert _counts(data_dir) == before
+    assert row_counts(data_dir) == before
 
 
 def test_dtypes_outside_an_operators_set_are_a_422(api: tuple[httpx.Client, Path]) -> None:
@@ -314,7 +307,7 @@ def test_dtypes_outside_an_operators_set_are_a_422(api: tuple[httpx.Client, Path
     valid = {}
     for name, params in CASES:
         valid.setdefault(name, params)
-    before = _counts(data_dir)
+    before = row_counts(data_dir)
     offered = {}
     for op in list_operators():
         allowed = set(op.schema()["properties"]["dtype"]["enum"])
@@ -327,7 +320,7 @@ def test_dtypes_outside_an_operators_set_are_a_422(api: tuple[httpx.Client, Path
             detail = response.json()["detail"]
             assert [d["type"] for d in detail] == ["literal_error"], detail
             assert detail[0]["loc"] == ["body", "operator", "params", "dtype"]
-    assert _counts(data_dir) == before
+    assert row_counts(data_dir) == before
     assert all("float32" in a and "float16" in a for a in offered.values())
     assert {n for n, a in offered.items() if "int8" in a} == {
         "matmul",

@@ -91,6 +91,20 @@ def test_export_is_a_database_plain_tvm_applies_and_import_round_trips(
         engine.dispose()
 
 
+def _refused_import(client: TunehubClient, workloads: str, records: str) -> dict:
+    """The first error of an import of these two files for the host, which must be a 422."""
+    body = {
+        "target": "host",
+        "database_workload.json": workloads,
+        "database_tuning_record.json": records,
+    }
+    response = client.http.post("/import", json=body)
+    assert response.status_code == 422, response.text
+    detail = response.json()["detail"][0]
+    assert detail["type"] == "invalid_database", detail
+    return detail
+
+
 def test_a_bad_database_is_a_422_naming_the_line_and_writes_nothing(tmp_path: Path) -> None:
     import sqlite3
 
@@ -105,15 +119,8 @@ def test_a_bad_database_is_a_422_naming_the_line_and_writes_nothing(tmp_path: Pa
              "database_tuning_record.json line 1"),
         ]  # fmt: skip
         for workloads, records, where in cases:
-            body = {
-                "target": "host",
-                "database_workload.json": workloads,
-                "database_tuning_record.json": records,
-            }
-            response = client.http.post("/import", json=body)
-            assert response.status_code == 422, response.text
-            detail = response.json()["detail"][0]
-            assert detail["type"] == "invalid_database" and where in detail["msg"], detail
+            detail = _refused_import(client, workloads, records)
+            assert where in detail["msg"], detail
         with pytest.raises(TunehubError) as err:  # a valid target nothing was measured on
             client.export_database('{"kind": "llvm", "mcpu": "skylake"}', tmp_path / "x")
         assert err.value.status == 404
@@ -155,14 +162,7 @@ def test_imported_numbers_and_traces_are_checked_before_anything_is_stored(
     ]
     with _server(tmp_path) as server, TunehubClient(server.url) as client:
         for records, reason in cases:
-            body = {
-                "target": "host",
-                "database_workload.json": workload,
-                "database_tuning_record.json": records,
-            }
-            response = client.http.post("/import", json=body)
-            assert response.status_code == 422, response.text
-            detail = response.json()["detail"][0]
+            detail = _refused_import(client, workload, records)
             assert detail["loc"] == ["body", "database_tuning_record.json"], detail
             assert reason in detail["msg"], detail
     with sqlite3.connect(tmp_path / "tunehub.db") as db:

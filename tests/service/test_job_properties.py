@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from service.app import create_app
 from service.schemas import TIR_EXAMPLE
 from service.settings import Settings
 from tests.conftest import ServerThread
+from tests.service.rows import row_counts
 from tuning.catalog import list_operators
 
 MAX_TRIALS = 64
@@ -34,14 +34,6 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[httpx.Client
         httpx.Client(base_url=server.url + "/api/v1", timeout=60) as client,
     ):
         yield client, data_dir
-
-
-def _counts(data_dir: Path) -> tuple[int, int, int]:
-    with sqlite3.connect(data_dir / "tunehub.db") as conn:
-        return tuple(
-            conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
-            for t in ("jobs", "workloads", "targets")
-        )
 
 
 # Values of every JSON kind, non-finite floats and NUL/surrogate text included.
@@ -140,7 +132,7 @@ def test_job_creation_never_5xx_and_writes_nothing_when_refused(
     api: tuple[httpx.Client, Path], body: object
 ) -> None:
     client, data_dir = api
-    before = _counts(data_dir)
+    before = row_counts(data_dir)
     # allow_nan: NaN and Infinity go out as the bare tokens Python's json reads back.
     response = client.post(
         "/jobs",
@@ -150,6 +142,6 @@ def test_job_creation_never_5xx_and_writes_nothing_when_refused(
     event(f"status {response.status_code}")  # pytest --hypothesis-show-statistics
     assert response.status_code < 500, (body, response.text)
     if response.status_code >= 400:
-        assert _counts(data_dir) == before, (body, response.text)
+        assert row_counts(data_dir) == before, (body, response.text)
     else:
         assert response.status_code == 201, response.text

@@ -5,7 +5,6 @@ surrogates, huge integers, bad UTF-8, and 422 bodies that echoed megabytes of in
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from service.errors import MAX_ECHO, MAX_ERRORS
 from service.settings import Settings
 from service.strict_input import MAX_DEPTH, MAX_KEYS, StrictRoute
 from tests.conftest import TINY, ServerThread
+from tests.service.rows import row_counts
 
 JSON = {"content-type": "application/json"}
 ID_ROUTES = [
@@ -42,12 +42,7 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[httpx.Client
         yield client, data_dir
 
 
-def _counts(data_dir: Path) -> tuple[int, ...]:
-    with sqlite3.connect(data_dir / "tunehub.db") as conn:
-        return tuple(
-            conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
-            for t in ("jobs", "workloads", "targets", "tuning_records")
-        )
+TABLES = ("jobs", "workloads", "targets", "tuning_records")
 
 
 def _job(**extra: object) -> dict:
@@ -82,29 +77,29 @@ def test_non_finite_numbers_are_a_422_naming_the_field(
     api: tuple[httpx.Client, Path], literal: str, template: str, loc: list
 ) -> None:
     client, data_dir = api
-    before = _counts(data_dir)
+    before = row_counts(data_dir, TABLES)
     _refused(_post_raw(client, "/jobs", template % literal), loc, "finite_number")
-    assert _counts(data_dir) == before
+    assert row_counts(data_dir, TABLES) == before
 
 
 def test_non_finite_run_secs_in_an_import_are_a_422(api: tuple[httpx.Client, Path]) -> None:
     client, data_dir = api
-    before = _counts(data_dir)
+    before = row_counts(data_dir, TABLES)
     body = '{"target": "host", "database_workload.json": "x", "database_tuning_record.json": NaN}'
     _refused(_post_raw(client, "/import", body), ["body", "database_tuning_record.json"],
              "finite_number")  # fmt: skip
-    assert _counts(data_dir) == before
+    assert row_counts(data_dir, TABLES) == before
 
 
 @pytest.mark.parametrize("depth", [MAX_DEPTH + 1, 200, 100_000])
 def test_deep_nesting_is_a_422(api: tuple[httpx.Client, Path], depth: int) -> None:
     client, data_dir = api
-    before = _counts(data_dir)
+    before = row_counts(data_dir, TABLES)
     body = '{"operator": {"name": "matmul", "params": ' + '{"a": ' * depth + "1" + "}" * depth
     _post = _post_raw(client, "/jobs", body + '}, "trials": 4}')
     assert _post.status_code == 422, _post.text
     assert _post.json()["detail"][0]["type"] == "json_too_deep"
-    assert _counts(data_dir) == before
+    assert row_counts(data_dir, TABLES) == before
 
 
 def test_nesting_up_to_the_limit_is_read(api: tuple[httpx.Client, Path]) -> None:
@@ -118,10 +113,10 @@ def test_nesting_up_to_the_limit_is_read(api: tuple[httpx.Client, Path]) -> None
 
 def test_nesting_inside_a_json_string_is_a_422(api: tuple[httpx.Client, Path]) -> None:
     client, data_dir = api
-    before = _counts(data_dir)
+    before = row_counts(data_dir, TABLES)
     response = client.post("/jobs", json=_job(target="{" + '"a": {' * 100_000))
     assert response.status_code == 422, response.text
-    assert _counts(data_dir) == before
+    assert row_counts(data_dir, TABLES) == before
 
 
 def test_too_many_keys_is_a_422(api: tuple[httpx.Client, Path]) -> None:
@@ -144,10 +139,10 @@ def test_text_the_store_cannot_hold_is_a_422(
     api: tuple[httpx.Client, Path], body: dict, loc: list
 ) -> None:
     client, data_dir = api
-    before = _counts(data_dir)
+    before = row_counts(data_dir, TABLES)
     # json.dumps writes NUL as \u0000 and a lone surrogate as \ud800, as an attacker would.
     _refused(_post_raw(client, "/jobs", json.dumps(body)), loc, "string_unicode")
-    assert _counts(data_dir) == before
+    assert row_counts(data_dir, TABLES) == before
 
 
 def test_query_text_the_store_cannot_hold_is_a_422(api: tuple[httpx.Client, Path]) -> None:
@@ -168,7 +163,7 @@ def test_unreadable_json_is_a_422_not_a_400(api: tuple[httpx.Client, Path], body
 
 def test_a_422_echoes_little_of_its_input(api: tuple[httpx.Client, Path]) -> None:
     client, data_dir = api
-    before = _counts(data_dir)
+    before = row_counts(data_dir, TABLES)
     # Many extra keys (an error each) holding long values, and a long operator name.
     body = {f"extra{i}": "v" * 500 for i in range(MAX_KEYS - 10)}
     body["operator"] = {"name": "n" * 100_000, "params": {"M": "x" * 100_000}}
@@ -185,7 +180,7 @@ def test_a_422_echoes_little_of_its_input(api: tuple[httpx.Client, Path]) -> Non
             assert len(echo) <= MAX_ECHO + 1  # the JSON's first characters and "…"
         else:
             assert len(json.dumps(echo, separators=(",", ":"))) <= MAX_ECHO
-    assert _counts(data_dir) == before
+    assert row_counts(data_dir, TABLES) == before
 
 
 def test_small_inputs_are_echoed_whole(api: tuple[httpx.Client, Path]) -> None:

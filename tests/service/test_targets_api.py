@@ -3,7 +3,6 @@ cannot tune and serve are 422s that write nothing, and a label names one target 
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import pytest
 from service.app import create_app
 from service.settings import Settings
 from tests.conftest import TINY, ServerThread
+from tests.service.rows import row_counts
 
 
 @pytest.fixture(scope="module")
@@ -21,14 +21,6 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[httpx.Client
     app = create_app(Settings(data_dir=data_dir), run_reaper=False)
     with ServerThread(app) as server, httpx.Client(base_url=server.url + "/api/v1") as client:
         yield client, data_dir
-
-
-def _counts(data_dir: Path) -> tuple[int, ...]:
-    with sqlite3.connect(data_dir / "tunehub.db") as conn:
-        return tuple(
-            conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
-            for table in ("jobs", "workloads", "targets")
-        )
 
 
 def _job(target: object) -> dict:
@@ -54,13 +46,13 @@ def test_targets_tunehub_cannot_serve_are_a_422_naming_the_field(
     api: tuple[httpx.Client, Path], target: object, loc: list
 ) -> None:
     client, data_dir = api
-    before = _counts(data_dir)
+    before = row_counts(data_dir)
     response = client.post("/jobs", json=_job(target))
     assert response.status_code == 422, response.text
     detail = response.json()["detail"]
     assert [d["loc"] for d in detail] == [loc], detail
     assert detail[0]["type"] == "invalid_target" and detail[0]["msg"]
-    assert _counts(data_dir) == before
+    assert row_counts(data_dir) == before
 
 
 @pytest.mark.parametrize(
@@ -115,9 +107,9 @@ def test_a_stored_target_tunehub_no_longer_accepts_is_a_422_by_its_label(
     engine = make_engine(f"sqlite:///{data_dir / 'tunehub.db'}")
     Store(engine).get_or_create_target({"keys": ["cpu"], "kind": "c"}, "c", "c", {})
     engine.dispose()
-    before = _counts(data_dir)
+    before = row_counts(data_dir)
     response = client.post("/jobs", json=_job("c"))
     assert response.status_code == 422, response.text
     detail = response.json()["detail"]
     assert detail[0]["loc"] == ["body", "target"] and "kind 'c'" in detail[0]["msg"], detail
-    assert _counts(data_dir) == before
+    assert row_counts(data_dir) == before

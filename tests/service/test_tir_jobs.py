@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import pytest
 from service.app import create_app
 from service.settings import Settings
 from tests.conftest import ServerThread
+from tests.service.rows import row_counts
 from tests.tuning.escapes import running
 from tuning.catalog import get_operator
 from tuning.workload import catalog_workload
@@ -27,11 +27,7 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[httpx.Client
         yield client, data_dir
 
 
-def _counts(data_dir: Path) -> tuple[int, int]:
-    with sqlite3.connect(data_dir / "tunehub.db") as conn:
-        return tuple(
-            conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in ("jobs", "workloads")
-        )
+TABLES = ("jobs", "workloads")
 
 
 def test_a_users_function_never_takes_over_the_catalog_workload(api: tuple) -> None:
@@ -124,7 +120,7 @@ def test_hostile_or_malformed_tir_is_a_422_and_writes_nothing(
     api: tuple, fmt: str, source: str, reason: str
 ) -> None:
     client, data_dir = api
-    before = _counts(data_dir)
+    before = row_counts(data_dir, TABLES)
     response = client.post(
         "/api/v1/jobs", json={"tir": {"format": fmt, "source": source}, "trials": 2}
     )
@@ -132,14 +128,14 @@ def test_hostile_or_malformed_tir_is_a_422_and_writes_nothing(
     detail = response.json()["detail"]
     assert detail[0]["loc"] == ["body", "tir", "source"]
     assert reason in detail[0]["msg"], detail
-    assert _counts(data_dir) == before
+    assert row_counts(data_dir, TABLES) == before
     assert client.get("/healthz").json() == {"status": "ok"}  # the service is still up
     assert not Path("owned").exists() and not Path("pwned").exists()
 
 
 def test_exactly_one_of_operator_and_tir(api: tuple) -> None:
     client, data_dir = api
-    before = _counts(data_dir)
+    before = row_counts(data_dir, TABLES)
     both = {
         "operator": {"name": "matmul", "params": SHAPE},
         "tir": {"format": "json", "source": "{}"},
@@ -155,7 +151,7 @@ def test_exactly_one_of_operator_and_tir(api: tuple) -> None:
         ).status_code
         == 422
     )
-    assert _counts(data_dir) == before
+    assert row_counts(data_dir, TABLES) == before
 
 
 def test_one_identity_parses_one_upload_at_a_time(tmp_path: Path) -> None:
@@ -174,4 +170,4 @@ def test_one_identity_parses_one_upload_at_a_time(tmp_path: Path) -> None:
         busy = next(a for a in answers if a.status_code == 429)
         assert int(busy.headers["retry-after"]) >= 1
         assert busy.json()["type"] == "parse_in_progress"
-        assert _counts(tmp_path) == (codes.count(201), 1)
+        assert row_counts(tmp_path, TABLES) == (codes.count(201), 1)

@@ -208,15 +208,10 @@ def _matmul_script() -> str:
     return _matmul().mod.script()
 
 
-def test_a_forged_answer_does_not_re_derive() -> None:
-    """User code in the first child writes its own answer (relu's module under matmul's hash)
-    to every descriptor and exits; the second child re-derives relu's hash and they differ."""
-    relu = catalog_workload("relu", get_operator("relu").Params(shape=[8, 8]))
-    forged = json.dumps(
-        {"ok": True, "mod_json": relu.mod_json, "shash": _matmul().shash, "flop": 1.0}
-    ).encode()
-    frame = b"TUNEHUB-ANSWER " + str(len(forged)).encode() + b"\n" + forged
-    code = f"""
+def _answering(answer: bytes) -> str:
+    """Python that writes ``answer`` as a framed answer to every descriptor, then exits."""
+    frame = b"TUNEHUB-ANSWER " + str(len(answer)).encode() + b"\n" + answer
+    return f"""
 import os
 for fd in range(1, 20):
     try:
@@ -225,8 +220,17 @@ for fd in range(1, 20):
         pass
 os._exit(0)
 """
+
+
+def test_a_forged_answer_does_not_re_derive() -> None:
+    """User code in the first child writes its own answer (relu's module under matmul's hash)
+    to every descriptor and exits; the second child re-derives relu's hash and they differ."""
+    relu = catalog_workload("relu", get_operator("relu").Params(shape=[8, 8]))
+    forged = json.dumps(
+        {"ok": True, "mod_json": relu.mod_json, "shash": _matmul().shash, "flop": 1.0}
+    ).encode()
     with pytest.raises(TirRejected, match="re-derive|out of protocol"):
-        parse_untrusted("tvmscript", running(code))
+        parse_untrusted("tvmscript", running(_answering(forged)))
 
 
 def test_noise_on_stdout_does_not_corrupt_the_answer() -> None:
@@ -300,18 +304,8 @@ def test_what_a_compromised_child_says_cannot_become_a_5xx_or_a_503() -> None:
     OverflowError in the parent; a child that printed the jail's own failure line and exited
     111 made the service claim isolation was unavailable."""
     forged = b'{"ok": true, "mod_json": "{}", "shash": "1", "flop": 1' + b"0" * 400 + b"}"
-    frame = b"TUNEHUB-ANSWER " + str(len(forged)).encode() + b"\n" + forged
-    code = f"""
-import os
-for fd in range(1, 20):
-    try:
-        os.write(fd, {frame!r})
-    except OSError:
-        pass
-os._exit(0)
-"""
     with pytest.raises(TirRejected, match="out of protocol"):
-        parse_untrusted("tvmscript", running(code))
+        parse_untrusted("tvmscript", running(_answering(forged)))
     fake = (
         "import sys, os\nsys.stderr.write('tunehub-jail: fake\\n')\n"
         "sys.stderr.flush()\nos._exit(111)"
