@@ -29,6 +29,7 @@ import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import Any
 
 from sqlalchemy import Engine, select, update
 from sqlalchemy.orm import sessionmaker
@@ -78,8 +79,8 @@ class TokenInfo:
     last_used_at: datetime | None
 
     @classmethod
-    def of(cls, row: ApiTokenRow) -> TokenInfo:
-        """The info of a row."""
+    def of(cls, row: Any) -> TokenInfo:
+        """The info of a row (an `ApiTokenRow` or a Core row of its table)."""
         return cls(
             id=row.id,
             name=row.name,
@@ -108,6 +109,7 @@ class TokenStore:
     """Create, find, list and revoke API tokens over one engine (see the module contract)."""
 
     def __init__(self, engine: Engine) -> None:
+        self.engine = engine
         self._sessions = sessionmaker(engine, expire_on_commit=False)
 
     def create(
@@ -144,11 +146,12 @@ class TokenStore:
         """The token whose text this is, in any state; None if there is none."""
         if not text.startswith(PREFIX) or len(text) > 256:
             return None
-        with self._sessions.begin() as session:
-            row = session.scalar(
-                select(ApiTokenRow).where(ApiTokenRow.token_sha256 == hash_token(text))
-            )
-            return None if row is None else TokenInfo.of(row)
+        # One SELECT outside a transaction (no BEGIN/ROLLBACK round trips): it runs on every
+        # authenticated request.
+        query = select(ApiTokenRow.__table__).where(ApiTokenRow.token_sha256 == hash_token(text))
+        with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            row = conn.execute(query).first()
+        return None if row is None else TokenInfo.of(row)
 
     def list(self) -> list[TokenInfo]:
         """Every token (revoked and expired ones too), oldest first."""
