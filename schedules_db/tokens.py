@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -37,6 +38,7 @@ from sqlalchemy.orm import sessionmaker
 from schedules_db.models import ApiTokenRow, utcnow
 
 PREFIX = "thb_"
+MARK_EVERY_S = 60.0
 READ, SUBMIT, SUBMIT_CODE, ADMIN = "read", "submit", "submit-code", "admin"
 SCOPES = (READ, SUBMIT, SUBMIT_CODE, ADMIN)
 IMPLIES: dict[str, frozenset[str]] = {
@@ -47,6 +49,7 @@ IMPLIES: dict[str, frozenset[str]] = {
 }
 NAME_PATTERN = re.compile(r"[A-Za-z][A-Za-z0-9._@-]{0,63}")
 RESERVED_NAMES = frozenset({"local", "anonymous", "import"})
+RESERVED_NAMES_LOCAL = "local"  # with auth off a remote client is local@<address>: reserved too
 
 
 def effective_scopes(granted: Iterable[str]) -> frozenset[str]:
@@ -111,6 +114,16 @@ class TokenStore:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._sessions = sessionmaker(engine, expire_on_commit=False)
+        self._marked: dict[int, float] = {}  # token id -> monotonic time of its last mark
+
+    def due_for_mark(self, token_id: int, every_s: float = MARK_EVERY_S) -> bool:
+        """True (and counted as done) when this process last marked the token's use more
+        than ``every_s`` ago: ``last_used_at`` is written at most that often per process."""
+        now = time.monotonic()
+        if now - self._marked.get(token_id, -every_s) < every_s:
+            return False
+        self._marked[token_id] = now
+        return True
 
     def create(
         self, name: str, scopes: Iterable[str], expires_at: datetime | None = None
@@ -119,7 +132,8 @@ class TokenStore:
         outside the caller) and its info. ValueError for a bad name, an unknown or empty
         scope list, or an expiry in the past."""
         scopes = set(scopes)
-        if not NAME_PATTERN.fullmatch(name) or name in RESERVED_NAMES:
+        reserved = name in RESERVED_NAMES or name.startswith(f"{RESERVED_NAMES_LOCAL}@")
+        if not NAME_PATTERN.fullmatch(name) or reserved:
             raise ValueError(
                 f"token name {name!r} must match {NAME_PATTERN.pattern} and not be one of "
                 f"{', '.join(sorted(RESERVED_NAMES))}"
@@ -169,8 +183,11 @@ class TokenStore:
                 if isinstance(id_or_name, int)
                 else ApiTokenRow.name == id_or_name
             )
+            active = (ApiTokenRow.expires_at.is_(None)) | (ApiTokenRow.expires_at > now)
             rows = list(
-                session.scalars(select(ApiTokenRow).where(where, ApiTokenRow.revoked_at.is_(None)))
+                session.scalars(
+                    select(ApiTokenRow).where(where, ApiTokenRow.revoked_at.is_(None), active)
+                )
             )
             for row in rows:
                 row.revoked_at = now
@@ -178,7 +195,7 @@ class TokenStore:
             return [TokenInfo.of(row) for row in rows]
 
     def mark_used(self, token_id: int, at: datetime | None = None) -> None:
-        """Record that the token authenticated a request (callers throttle this write)."""
+        """Record that the token authenticated a request (`due_for_mark` throttles this)."""
         with self._sessions.begin() as session:
             session.execute(
                 update(ApiTokenRow)

@@ -22,7 +22,7 @@ unknown-target 422 is FastAPI's ``{"detail": [{"loc", "msg", "type"}]}``.
 from __future__ import annotations
 
 import ipaddress
-import time
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -32,17 +32,17 @@ from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy.exc import OperationalError
 from starlette.concurrency import run_in_threadpool
 
 from schedules_db.store import target_key
-from schedules_db.tokens import ADMIN, READ, SCOPES, SUBMIT, SUBMIT_CODE, TokenInfo
+from schedules_db.tokens import ADMIN, READ, SCOPES, SUBMIT, SUBMIT_CODE, TokenInfo, TokenStore
 from service.errors import invalid
-from service.reads import is_local
+from service.reads import inline_ok
 from service.refusals import Refusal, refusal_schema
 
+log = logging.getLogger("tunehub.api")
 LOCAL, ANONYMOUS = "local", "anonymous"
-TOUCH_EVERY_S = 60.0  # a token's last_used_at is written at most this often per process
-_last_touch: dict[tuple[int, int], float] = {}  # (token store, token id) -> monotonic time
 _bearer = HTTPBearer(auto_error=False, description="an API token: `tunehub token create`")
 
 
@@ -130,12 +130,28 @@ class Access:
         request: Request,
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
     ) -> Identity:
+        identity = await self._admitted(request, credentials)
+        if self.write:
+            request.app.state.write_limiter.check(identity.limit_key)
+        return identity
+
+    async def admit(self, request: Request) -> None:
+        """Identify and check the scope, spending no write budget: `StrictRoute` calls this
+        before a body is read, so an anonymous or unauthorised client cannot make the server
+        read and parse megabytes only to be told 401 or 403."""
+        await self._admitted(request, await _bearer(request))
+
+    async def _admitted(
+        self, request: Request, credentials: HTTPAuthorizationCredentials | None
+    ) -> Identity:
         state = request.app.state
-        remote = credentials is not None and state.settings.auth
-        if remote and not is_local(state.tokens.engine.url):  # a lookup across a network
+        lookup = credentials is not None and state.settings.auth
+        if lookup and not inline_ok(state.tokens.engine):  # across a network, or pool busy
             identity = await run_in_threadpool(self._identify, request, credentials)
         else:  # no I/O, or one indexed SELECT on a local store: not worth a hop (service.reads)
             identity = self._identify(request, credentials)
+        if identity.token is not None and state.tokens.due_for_mark(identity.token.id):
+            await run_in_threadpool(_mark_used, state.tokens, identity.token.id)
         if not identity.can(self.scope):
             raise forbidden(
                 self.scope,
@@ -143,8 +159,6 @@ class Access:
                 f"this route needs the {self.scope!r} scope; {identity.name} has "
                 f"{', '.join(s for s in SCOPES if s in identity.scopes) or 'none'}",
             )
-        if self.write:
-            state.write_limiter.check(identity.limit_key)
         return identity
 
     def _identify(
@@ -167,16 +181,16 @@ class Access:
         state = token.state()
         if state != "active":
             raise unauthorized(f"API token {token.id} ({token.name}) is {state}", f"token_{state}")
-        self._touch(request, token)
         return Identity(token.name, token.effective, f"id:{token.name}", token)
 
-    @staticmethod
-    def _touch(request: Request, token: TokenInfo) -> None:
-        tokens, now = request.app.state.tokens, time.monotonic()
-        key = (id(tokens), token.id)
-        if now - _last_touch.get(key, -TOUCH_EVERY_S) >= TOUCH_EVERY_S:
-            _last_touch[key] = now
-            tokens.mark_used(token.id)
+
+def _mark_used(tokens: TokenStore, token_id: int) -> None:
+    """Write a token's ``last_used_at`` (off the event loop); a busy store only loses the
+    mark: it must not fail the request it was made for."""
+    try:
+        tokens.mark_used(token_id)
+    except OperationalError as err:
+        log.warning("could not record the use of token %s: %s", token_id, err)
 
 
 def _is_loopback(address: str) -> bool:

@@ -25,10 +25,22 @@ def json_bytes(value: Any) -> bytes:
     return json.dumps(value, separators=_COMPACT).encode()
 
 
-@lru_cache(maxsize=1024)
+CACHED_TEXT_BYTES = 64 << 10  # larger texts are compacted per call, not kept
+
+
 def compact_json(text: str) -> str:
-    """The JSON document ``text`` re-written compactly (validated once per distinct text)."""
+    """The JSON document ``text`` re-written compactly (validated once per distinct text up to
+    `CACHED_TEXT_BYTES`: the cache holds at most 1024 of them, 64 MiB at worst)."""
+    if len(text) > CACHED_TEXT_BYTES:
+        return _compact(text)
+    return _compact_cached(text)
+
+
+def _compact(text: str) -> str:
     return json.dumps(json.loads(text), separators=_COMPACT)
+
+
+_compact_cached = lru_cache(maxsize=1024)(_compact)
 
 
 def with_raw_fields(body: dict[str, Any], raw: dict[str, str]) -> bytes:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any, TypeVar
 
-from sqlalchemy.engine import URL
+from sqlalchemy.engine import URL, Engine
 from starlette.concurrency import run_in_threadpool
 
 from schedules_db import Store
@@ -40,9 +40,19 @@ def is_local(url: URL) -> bool:
         return False
 
 
+def inline_ok(engine: Engine) -> bool:
+    """May a read of ``engine`` run on the event loop? Only for a local store (`is_local`)
+    with a pooled connection free: waiting for one (the threadpool's ``def`` routes can hold
+    the whole pool) would stall every request, so then the read takes the threadpool too."""
+    if not is_local(engine.url):
+        return False
+    pool = engine.pool
+    size = getattr(pool, "size", None)
+    return size is None or pool.checkedout() < size()
+
+
 async def lookup(store: Store, read: Callable[..., T], *args: Any) -> T:
-    """``read(store, *args)``: inline when the store is local (`is_local`), else in the
-    threadpool."""
-    if is_local(store.engine.url):
+    """``read(store, *args)``: inline when `inline_ok`, else in the threadpool."""
+    if inline_ok(store.engine):
         return read(store, *args)
     return await run_in_threadpool(read, store, *args)

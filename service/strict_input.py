@@ -27,6 +27,8 @@ from fastapi import HTTPException, Request, Response
 from fastapi.routing import APIRoute
 from starlette.concurrency import run_in_threadpool
 
+from service.auth import access_rules
+
 MAX_DEPTH = 32  # levels of nested arrays/objects in a request body
 MAX_KEYS = 1000  # keys of one JSON object in a request body
 THREAD_PARSE_BYTES = 256 * 1024
@@ -138,14 +140,23 @@ class StrictJsonRequest(Request):
         return self._json
 
 
+BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+
+
 class StrictRoute(APIRoute):
-    """An API route with strict input: `check_query`, and JSON bodies by `strict_loads`."""
+    """An API route with strict input: `check_query`; on a route that takes a body, its access
+    rule (`service.auth.Access.admit`: 401/403) before the body is read; JSON bodies by
+    `strict_loads`."""
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
+        rules = access_rules(self.dependant)
 
         async def strict_handler(request: Request) -> Response:
             check_query(request)
+            if request.method in BODY_METHODS:  # who may send it, before a byte of it is read
+                for rule in rules:
+                    await rule.admit(request)
             return await handler(StrictJsonRequest(request.scope, request.receive))
 
         return strict_handler

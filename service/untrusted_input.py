@@ -11,6 +11,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from service.errors import invalid
+from service.quotas import too_many
 from service.refusals import Refusal, refusal_schema
 from tuning.sandbox import SandboxBusy, SandboxUnavailable
 from tuning.tir_sandbox import ParsedTir, TirRejected, parse_untrusted
@@ -32,19 +33,16 @@ def isolated_parser(who: str) -> Iterator[None]:
     refuse (429) a second parse of the identity ``who`` while its first one runs."""
     with _parsing_lock:
         if who in _parsing:
-            raise Refusal(
-                429, "this identity's previous code upload is still being parsed",
-                "parse_in_progress", headers={"Retry-After": str(RETRY_OWN_PARSE_S)},
-                retry_after_s=RETRY_OWN_PARSE_S,
-            )  # fmt: skip
+            raise too_many(
+                "this identity's previous code upload is still being parsed",
+                "parse_in_progress",
+                RETRY_OWN_PARSE_S,
+            )
         _parsing.add(who)
     try:
         yield
     except SandboxBusy as err:
-        raise Refusal(
-            429, str(err), "parsers_busy", headers={"Retry-After": str(err.retry_after)},
-            retry_after_s=err.retry_after,
-        ) from None  # fmt: skip
+        raise too_many(str(err), "parsers_busy", err.retry_after) from None
     except SandboxUnavailable as err:
         raise Refusal(503, str(err), "isolation_unavailable") from None
     finally:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections import defaultdict
 from typing import Any
 
 from fastapi import APIRouter, Query, Request
@@ -142,11 +143,11 @@ def import_database(body: ImportBody, request: Request, who: Submitter) -> dict[
         raise invalid(("body", RECORD_FILE), f"more than {MAX_RECORDS} records", "invalid_database")
     try:
         records = [decode_record_line(line, n, len(workload_lines)) for n, line in record_lines]
-        numbered = list(zip((n for n, _ in record_lines), records, strict=True))
+        by_workload: dict[int, list[tuple[int, RecordLine]]] = defaultdict(list)
+        for (number, _), record in zip(record_lines, records, strict=True):
+            by_workload[record.workload_index].append((number, record))
         parsed = [
-            _checked_workload(
-                n, line, [(m, r) for m, r in numbered if r.workload_index == index], who.limit_key
-            )
+            _checked_workload(n, line, by_workload[index], who.limit_key)
             for index, (n, line) in enumerate(workload_lines)
         ]
     except InterchangeError as err:
