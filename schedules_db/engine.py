@@ -65,12 +65,14 @@ def _lock_for_upgrade(connection: Connection) -> None:
         connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
 
 
-def upgrade_schema(engine: Engine) -> None:
-    """Apply every Alembic migration up to head on the engine's database (idempotent).
+def upgrade_schema(engine: Engine, revision: str = "head") -> None:
+    """Apply the Alembic migrations up to ``revision`` on the engine's database (idempotent).
 
     Safe to call from many processes at once (the API, its reaper and every worker do on
     start): upgrades are serialised by an advisory lock on PostgreSQL and a file lock on SQLite,
-    so the second caller finds the schema at head and does nothing.
+    so the second caller finds the schema at head and does nothing. On SQLite, foreign keys are
+    off during the upgrade (a batch migration copies a table and drops the old one, which a
+    referencing row would forbid) and checked whole afterwards.
     """
     from alembic import command
     from alembic.config import Config
@@ -78,10 +80,23 @@ def upgrade_schema(engine: Engine) -> None:
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
     is_sqlite = engine.url.get_backend_name() == "sqlite"
-    with _sqlite_file_lock(engine) if is_sqlite else _no_lock(), engine.begin() as connection:
-        _lock_for_upgrade(connection)
-        config.attributes["connection"] = connection
-        command.upgrade(config, "head")
+    with _sqlite_file_lock(engine) if is_sqlite else _no_lock(), engine.connect() as connection:
+        if is_sqlite:  # outside any transaction, where SQLite honours it
+            connection.exec_driver_sql("PRAGMA foreign_keys=OFF")
+            connection.commit()
+        try:
+            with connection.begin():
+                _lock_for_upgrade(connection)
+                config.attributes["connection"] = connection
+                command.upgrade(config, revision)
+        finally:
+            if is_sqlite:
+                connection.rollback()
+                connection.exec_driver_sql("PRAGMA foreign_keys=ON")
+                dangling = connection.exec_driver_sql("PRAGMA foreign_key_check").first()
+                connection.commit()
+        if is_sqlite and dangling:
+            raise RuntimeError("the schema upgrade left rows whose foreign keys dangle")
 
 
 @contextmanager

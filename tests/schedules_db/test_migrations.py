@@ -9,10 +9,9 @@ from datetime import datetime, timezone
 import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import Engine, text
+from sqlalchemy import text
 
 from schedules_db import Store, make_engine, upgrade_schema
-from schedules_db.engine import MIGRATIONS_DIR
 from schedules_db.models import Base
 
 
@@ -54,23 +53,11 @@ def test_concurrent_upgrades_of_an_empty_database_all_succeed(store_url: str) ->
     assert len(versions) == 1
 
 
-def _upgrade_to(engine: Engine, revision: str) -> None:
-    """Upgrade to one revision, as `upgrade_schema` does to head."""
-    from alembic import command
-    from alembic.config import Config
-
-    config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS_DIR))
-    with engine.begin() as connection:
-        config.attributes["connection"] = connection
-        command.upgrade(config, revision)
-
-
 def test_0008_mends_duplicated_labels_then_makes_them_unique(store_url: str) -> None:
     """Before 0008 a target could take another's label (the issue's shadowing); upgrading keeps
     each label on its first target and gives the later ones their key's suffix."""
     engine = make_engine(store_url)
-    _upgrade_to(engine, "0007")
+    upgrade_schema(engine, "0007")
     targets = sa.table(
         "targets",
         *(sa.column(name) for name in ("key", "canonical_json", "kind", "label")),
@@ -113,3 +100,35 @@ def test_0008_mends_duplicated_labels_then_makes_them_unique(store_url: str) -> 
         "e": "cuda-sm_80",
     }
     assert diff == [], diff
+
+
+def test_0007_upgrades_a_store_with_jobs_and_keys_raw_tir_as_user(store_url: str) -> None:
+    """0007 rebuilds `workloads` (batch mode on SQLite): with a job referencing a workload, the
+    copy-and-drop failed on SQLite's foreign keys. Rows without an operator become ``user``."""
+    engine = make_engine(store_url)
+    upgrade_schema(engine, "0006")
+    with engine.begin() as conn:
+        conn.execute(text(
+            "INSERT INTO targets (id, key, canonical_json, kind, label, fingerprint, created_at) "
+            "VALUES (1, 'k', '{}', 'llvm', 'l', '{}', CURRENT_TIMESTAMP)"
+        ))  # fmt: skip
+        for wid, operator in ((1, "'matmul'"), (2, "NULL")):
+            conn.execute(text(
+                "INSERT INTO workloads (id, shash, operator, params, mod_json, flop, created_at) "
+                f"VALUES ({wid}, '{wid}', {operator}, '{{}}', '{{}}', 1, CURRENT_TIMESTAMP)"
+            ))  # fmt: skip
+            conn.execute(text(
+                "INSERT INTO jobs (workload_id, target_id, trials, state, queue, attempt, "
+                "cancel_requested, trials_done, cache_hit, priority, transfer_cost_model, "
+                "created_at) "
+                f"VALUES ({wid}, 1, 4, 'queued', 'q', 0, false, 0, false, 0, true, "
+                "CURRENT_TIMESTAMP)"
+            ))  # fmt: skip
+    upgrade_schema(engine)
+    with engine.connect() as conn:
+        origins = conn.execute(text("SELECT id, origin FROM workloads ORDER BY id")).all()
+        jobs = conn.execute(text("SELECT COUNT(*) FROM jobs")).scalar()
+        diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
+    engine.dispose()
+    assert [tuple(row) for row in origins] == [(1, "catalog"), (2, "user")]
+    assert jobs == 2 and diff == []
