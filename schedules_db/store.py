@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Engine, func, select, update
+from sqlalchemy import Engine, delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -777,6 +777,16 @@ class Store:
             return True
         except IntegrityError:
             return False
+
+    def drop_unverified(self, record_ids: list[int]) -> int:
+        """Delete these records if they are still unverified imports; how many went."""
+        with self.session() as s:
+            result = s.execute(
+                delete(TuningRecordRow).where(
+                    TuningRecordRow.id.in_(record_ids), TuningRecordRow.unverified.is_(True)
+                )
+            )
+            return result.rowcount
 
     def has_trace(self, workload_id: int, target_id: int, trace_json: str) -> bool:
         """True if this exact trace is already stored for the (workload, target)."""

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from service.errors import invalid
 from service.quotas import too_many
 from service.refusals import Refusal, refusal_schema
-from tuning.sandbox import SandboxBusy, SandboxUnavailable
+from tuning.sandbox import SandboxBusy, SandboxUnavailable, holding_slot
 from tuning.tir_sandbox import ParsedTir, TirRejected, parse_untrusted
 
 # What a route that parses user code may answer besides its own statuses (429 is auth's).
@@ -40,7 +40,8 @@ def isolated_parser(who: str) -> Iterator[None]:
             )
         _parsing.add(who)
     try:
-        yield
+        with holding_slot():  # one slot for every child of this request
+            yield
     except SandboxBusy as err:
         raise too_many(str(err), "parsers_busy", err.retry_after) from None
     except SandboxUnavailable as err:

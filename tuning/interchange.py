@@ -20,6 +20,7 @@ from typing import Any
 
 MIN_RUN_SECS = 1e-9  # one nanosecond: no kernel a worker measures runs faster
 MAX_RUN_SECS = 1e3
+FAILED_RUN_SECS = 1e10  # MetaSchedule's run_secs of a candidate that failed to build or run
 MAX_REPEATS = 1000
 WORKLOAD_FILE = "database_workload.json"
 RECORD_FILE = "database_tuning_record.json"
@@ -85,12 +86,17 @@ def decode_record_line(line: str, number: int, workloads: int) -> RecordLine:
 
 def checked_run_secs(run_secs: Any) -> list[float]:
     """``run_secs`` as floats, if it is 1 to `MAX_REPEATS` finite numbers (not strings, not
-    booleans) between `MIN_RUN_SECS` and `MAX_RUN_SECS`; else `ValueError`."""
+    booleans) between `MIN_RUN_SECS` and `MAX_RUN_SECS`, or MetaSchedule's failure marker
+    (every value `FAILED_RUN_SECS`: a candidate that did not build or run); else
+    `ValueError`."""
     if not isinstance(run_secs, list) or not 1 <= len(run_secs) <= MAX_REPEATS:
         raise ValueError(f"run_secs must be a list of 1 to {MAX_REPEATS} numbers")
     for x in run_secs:
         if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
             raise ValueError(f"run_secs holds {json.dumps(x)[:40]}, not a finite number")
+    if all(x == FAILED_RUN_SECS for x in run_secs):
+        return [float(x) for x in run_secs]
+    for x in run_secs:
         if not MIN_RUN_SECS <= x <= MAX_RUN_SECS:
             raise ValueError(f"run_secs {x!r} is outside [{MIN_RUN_SECS:g}, {MAX_RUN_SECS:g}] s")
     return [float(x) for x in run_secs]

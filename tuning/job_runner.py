@@ -40,7 +40,7 @@ from tuning.verify import (
     run_module,
     time_module,
 )
-from tuning.workload import arg_specs, load_mod, structural_hash
+from tuning.workload import arg_specs, catalog_workload, load_mod, structural_hash
 
 log = logging.getLogger("tunehub.worker")
 
@@ -165,17 +165,25 @@ def run_job(ctx: WorkerContext, job_id: int, claimed: bool = False) -> str:
 
 
 def _checked_module(store: Store, workload: Any, target_id: int) -> Any:
-    """The workload's module. A user's (raw TIR, imported) is first loaded, checked and its
-    unverified imported traces replayed in an isolated child, so a crafted document kills that
-    child, not this worker; then loaded here and checked again before anything builds it."""
+    """The workload's module. A catalog workload's is built again from the catalog (the
+    stored JSON is never loaded; a row whose hash the catalog does not give is refused). A
+    user's (raw TIR, imported) is first loaded, checked and its unverified imported traces
+    replayed in an isolated child, so a crafted document kills that child, not this worker;
+    traces that do not replay are dropped from the store. Then it is loaded here and checked
+    again before anything builds it."""
     if workload.origin != USER:
-        return load_mod(workload.mod_json)
+        op = get_operator(workload.operator)
+        spec = catalog_workload(op.name, op.Params.model_validate(workload.params))
+        if spec.shash != workload.shash:
+            raise ValueError("the stored catalog workload is not what the catalog builds")
+        return spec.mod
     imported = [row for row in store.records(target_id, workload.id) if row.unverified]
     bad = check_stored(
         workload.mod_json, workload.shash, [json.loads(row.trace_json) for row in imported]
     )
     if bad:
-        raise ValueError(f"{len(bad)} imported record(s) no longer replay on their workload")
+        log.warning("workload %s: dropping %d imported record(s) that do not replay",
+                    workload.id, store.drop_unverified([imported[i].id for i in bad]))  # fmt: skip
     mod = load_mod(workload.mod_json)
     check_user_function(mod["main"])
     return mod

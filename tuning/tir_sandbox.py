@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from tuning.sandbox import SandboxFailed, run_isolated
+from tuning.sandbox import SandboxFailed, holding_slot, run_isolated
 
 MAX_SOURCE_BYTES = 256 * 1024
 # Names TVMScript text may read without binding them itself.
@@ -144,8 +144,9 @@ def parse_untrusted(fmt: str, source: str) -> ParsedTir:
         raise TirRejected(f"unknown format {fmt!r}: use 'tvmscript' or 'json'")
     elif len(source.encode()) > MAX_SOURCE_BYTES:
         raise TirRejected(f"source is larger than {MAX_SOURCE_BYTES} bytes")
-    first = _workload(_ask("parse", format=fmt, source=source))
-    second = _workload(_ask("derive", mod_json=first.mod_json))
+    with holding_slot():  # one slot for both children
+        first = _workload(_ask("parse", format=fmt, source=source))
+        second = _workload(_ask("derive", mod_json=first.mod_json))
     if second != first:
         raise TirRejected("the parser's answer does not re-derive to the same function")
     return second

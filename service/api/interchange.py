@@ -92,26 +92,23 @@ def export_database(
     }
 
 
-def _checked_workload(
-    number: int, line: str, records: list[tuple[int, RecordLine]], who: str
-) -> ParsedTir:
+def _checked_workload(number: int, line: str, records: list[tuple[int, RecordLine]]) -> ParsedTir:
     """A workload line parsed and re-derived in isolation, and its records' traces replayed on
     it in another isolated child (a trace that crashes TVM kills that child only)."""
     _, mod_json = decode_workload_line(line, number)
-    with isolated_parser(who):
-        try:
-            workload = parse_untrusted("json", mod_json)
-        except TirRejected as err:
-            raise InterchangeError(f"{WORKLOAD_FILE} line {number}: {err}") from None
-        if not records:
-            return workload
-        try:
-            bad = check_stored(workload.mod_json, workload.shash, [r.trace for _, r in records])
-        except TirRejected as err:
-            raise InterchangeError(
-                f"{RECORD_FILE} lines {records[0][0]}-{records[-1][0]}: replaying their traces "
-                f"on {WORKLOAD_FILE} line {number} failed: {err}"
-            ) from None
+    try:
+        workload = parse_untrusted("json", mod_json)
+    except TirRejected as err:
+        raise InterchangeError(f"{WORKLOAD_FILE} line {number}: {err}") from None
+    if not records:
+        return workload
+    try:
+        bad = check_stored(workload.mod_json, workload.shash, [r.trace for _, r in records])
+    except TirRejected as err:
+        raise InterchangeError(
+            f"{RECORD_FILE} lines {records[0][0]}-{records[-1][0]}: replaying their traces "
+            f"on {WORKLOAD_FILE} line {number} failed: {err}"
+        ) from None
     if bad:
         raise InterchangeError(
             f"{RECORD_FILE} line {records[bad[0]][0]}: its trace does not replay on "
@@ -146,10 +143,11 @@ def import_database(body: ImportBody, request: Request, who: Submitter) -> dict[
         by_workload: dict[int, list[tuple[int, RecordLine]]] = defaultdict(list)
         for (number, _), record in zip(record_lines, records, strict=True):
             by_workload[record.workload_index].append((number, record))
-        parsed = [
-            _checked_workload(n, line, by_workload[index], who.limit_key)
-            for index, (n, line) in enumerate(workload_lines)
-        ]
+        with isolated_parser(who.limit_key):  # one parser slot for the whole database
+            parsed = [
+                _checked_workload(n, line, by_workload[index])
+                for index, (n, line) in enumerate(workload_lines)
+            ]
     except InterchangeError as err:
         field = RECORD_FILE if str(err).startswith(RECORD_FILE) else WORKLOAD_FILE
         raise invalid(("body", field), str(err), "invalid_database") from None

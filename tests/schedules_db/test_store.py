@@ -202,3 +202,12 @@ def test_imported_records_stay_out_of_seeds_and_training_until_verified(store: S
     store.claim_job(job.id, "w1", STALE)
     store.finish_job(job.id, "w1", _schedule(rec.id, 1.0))
     assert len(store.records(tid, verified_only=True)) == 2
+
+
+def test_only_unverified_records_can_be_dropped(store: Store) -> None:
+    wid, tid = _pair(store)
+    store.add_record(wid, tid, None, _record(20.0, "[measured]"))
+    store.add_record(wid, tid, None, NewRecord("[imported]", [1e-6], [], "0.27.0", unverified=True))
+    ids = [r.id for r in store.records(tid)]
+    assert store.drop_unverified(ids) == 1
+    assert [r.trace_json for r in store.records(tid)] == ["[measured]"]

@@ -183,9 +183,19 @@ for i in range(1):
 """
 
 
+FINDING_REASONS = {
+    "loop-pragma-links-llvm-ir": "carries annotations",
+    "unrolled-loop": "loops must be serial",
+    "block-annotation": "annotation 'pragma_import_c' is not allowed",
+    "guard-on-data-then-store": "cannot prove B",
+    "int16-wraps-inline": "may overflow int16",
+    "int16-wraps-through-bind": "may overflow int16",
+}
+
+
 @pytest.mark.parametrize("name", list(REVIEW_FINDINGS))
 def test_what_the_security_review_found_is_refused(name: str) -> None:
-    with pytest.raises(UnsafeTir):
+    with pytest.raises(UnsafeTir, match=FINDING_REASONS[name]):
         check_user_function(_func(REVIEW_FINDINGS[name]))
 
 

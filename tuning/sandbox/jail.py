@@ -5,9 +5,10 @@ with this file as the namespaces' first process (as root, still in the host's fi
 It builds a read-only root of its own, moves into it, drops to an unprivileged uid that no
 other process uses, sets the resource limits, and runs the untrusted-input program as its
 child, staying PID 1 to report how that child ended. What
-the program can see afterwards: the Python installation, the `tuning` package, ``/dev/null``
-and ``/dev/urandom`` — read-only, nothing else. No ``/proc``, ``/tmp``, ``/dev/shm``, data
-directory, checkout, socket directory or network (the new network namespace holds only a
+the program can see afterwards, read-only and nothing else: ``/usr`` (with ``/bin`` and
+``/lib*``), ``/etc/ld.so.cache``, the Python installation, the `tuning` package, and
+``/dev/null``, ``/dev/zero``, ``/dev/random`` and ``/dev/urandom``. No ``/proc``, ``/tmp``,
+``/dev/shm``, data directory, checkout, socket directory or network (the new network namespace holds only a
 loopback device that is down). Exit status 111 with a line on stderr means the jail itself
 could not be built (the caller reports isolation as unavailable).
 """

@@ -17,6 +17,7 @@ raises `SandboxBusy` at once (no queueing). Where isolation cannot be built (not
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -28,6 +29,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +40,7 @@ import tuning
 log = logging.getLogger("tunehub.sandbox")
 FRAME = b"TUNEHUB-ANSWER "
 JAIL_FAILED = 111
+NAMESPACES = ("--pid", "--fork", "--mount", "--net", "--ipc", "--uts")
 UID_RANGE = (1 << 20, 1 << 30)  # far above any account a distribution creates
 
 
@@ -92,6 +96,7 @@ class _Slots:
     limit: int = 2
     busy: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
+    held: threading.local = field(default_factory=threading.local)  # this thread's `holding`
 
     def take(self) -> bool:
         with self.lock:
@@ -108,17 +113,46 @@ class _Slots:
 _slots = _Slots()
 
 
+@contextmanager
+def holding_slot(retry_after: int = 8) -> Iterator[None]:
+    """Hold one sandbox slot for every `run_isolated` call this thread makes inside (a parse
+    and its re-derivation, an import's workloads): no other request takes the slot between
+    them, so nothing paid for is lost to a 429 halfway. `SandboxBusy` if none is free."""
+    if getattr(_slots.held, "slot", False):
+        yield
+        return
+    if not _slots.take():
+        raise SandboxBusy(retry_after)
+    _slots.held.slot = True
+    try:
+        yield
+    finally:
+        _slots.held.slot = False
+        _slots.give()
+
+
 def set_max_concurrent(count: int) -> None:
     """How many isolated children this process runs at once (the API's ``max_parses``)."""
     _slots.limit = max(1, count)
 
 
 def unavailable_reason() -> str | None:
-    """Why isolation cannot be built here, or None when it can (as far as can be told cheaply)."""
+    """Why isolation cannot be built here, or None when it can. Probed once per process with
+    the real namespaces (a seccomp profile or a missing capability refuses them there)."""
     if os.geteuid() != 0:
         return "the service does not run as root, so it cannot give a child a uid of its own"
+    return _namespaces_refused()
+
+
+@functools.cache
+def _namespaces_refused() -> str | None:
     if shutil.which("unshare") is None:
         return "util-linux's unshare is not installed"
+    probe = subprocess.run(
+        ["unshare", *NAMESPACES, "--", "true"], capture_output=True, text=True, timeout=30
+    )
+    if probe.returncode != 0:
+        return f"the kernel refuses new namespaces here ({probe.stderr.strip()[:200]})"
     return None
 
 
@@ -154,7 +188,7 @@ def _command(uid: int, limits: Limits, cgroups: list[Path]) -> list[str]:
     }
     jail = str(Path(__file__).with_name("jail.py"))
     return [
-        "unshare", "--pid", "--fork", "--kill-child", "--mount", "--net", "--ipc", "--uts",
+        "unshare", *NAMESPACES, "--kill-child",
         "--", sys.executable, "-I", "-S", "-B", jail, json.dumps(config),
     ]  # fmt: skip
 
@@ -168,10 +202,14 @@ def _make_cgroups(uid: int, limits: Limits) -> list[Path]:
     whole tree's memory and process count; rlimits bound each process, these bound their sum
     (64 processes of 2 GiB each could otherwise exhaust the host). Best effort: none where the
     hierarchy is not writable (rlimits and the per-uid process limit still hold)."""
-    wanted = {"memory": {"memory.limit_in_bytes": limits.tree_memory},
+    # Swap counts too: memsw (v1, set after the memory limit it may not be below) or
+    # swap.max (v2); where swap accounting is off, those files are missing and skipped.
+    wanted = {"memory": {"memory.limit_in_bytes": limits.tree_memory,
+                         "memory.memsw.limit_in_bytes": limits.tree_memory},
               "pids": {"pids.max": limits.processes}}  # fmt: skip
     if (CGROUP_ROOT / "cgroup.controllers").exists():  # v2: one tree
         parents = {CGROUP_ROOT / "tunehub-sandbox": {"memory.max": limits.tree_memory,
+                                                     "memory.swap.max": 0,
                                                      "pids.max": limits.processes}}  # fmt: skip
     else:
         parents = {CGROUP_ROOT / c / "tunehub-sandbox": files for c, files in wanted.items()}
@@ -187,6 +225,8 @@ def _make_cgroups(uid: int, limits: Limits) -> list[Path]:
             continue
         try:
             for name, value in files.items():
+                if ("swap" in name or "memsw" in name) and not (group / name).exists():
+                    continue
                 (group / name).write_text(str(value))
             made.append(group)
         except OSError:  # a group without its limit is no use: leave it out
@@ -291,7 +331,8 @@ def _death(code: int, stderr: bytes) -> str:
             name = signal.Signals(number).name
         except ValueError:
             name = f"signal {number}"
-        hint = " (its CPU-time limit)" if name in ("SIGXCPU", "SIGKILL") else ""
+        hint = {"SIGXCPU": " (its CPU-time limit)",
+                "SIGKILL": " (its CPU-time or memory limit)"}.get(name, "")  # fmt: skip
         return f"the isolated child was killed by {name}{hint}"
     return f"the isolated child exited with status {code}"
 
@@ -308,11 +349,15 @@ def run_isolated(
     reason = unavailable_reason()
     if reason:
         raise SandboxUnavailable(f"isolation is unavailable: {reason}")
-    if not _slots.take():
-        raise SandboxBusy(retry_after=max(1, int(limits.wall_seconds // 4)))
+    with holding_slot(retry_after=max(1, int(limits.wall_seconds // 4))):
+        return _run(task, payload, limits)
+
+
+def _run(task: str, payload: dict[str, Any], limits: Limits) -> dict[str, Any]:
     uid = secrets.randbelow(UID_RANGE[1] - UID_RANGE[0]) + UID_RANGE[0]
-    cgroups = _make_cgroups(uid, limits)
+    cgroups: list[Path] = []
     try:
+        cgroups = _make_cgroups(uid, limits)
         proc = subprocess.Popen(
             _command(uid, limits, cgroups),
             stdin=subprocess.PIPE,
@@ -332,7 +377,6 @@ def run_isolated(
             _kill_uid(uid)
     finally:
         _remove_cgroups(cgroups)
-        _slots.give()
     if stopped:
         raise SandboxFailed(f"the isolated child {stopped} and was killed")
     if code != 0:
