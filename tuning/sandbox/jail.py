@@ -9,8 +9,8 @@ the program can see afterwards, read-only and nothing else: ``/usr`` (with ``/bi
 ``/lib*``), ``/etc/ld.so.cache``, the Python installation, the `tuning` package, and
 ``/dev/null``, ``/dev/zero``, ``/dev/random`` and ``/dev/urandom``. No ``/proc``, ``/tmp``,
 ``/dev/shm``, data directory, checkout, socket directory or network (the new network
-namespace holds only a loopback device that is down). Exit status 111 with a line on stderr means the jail itself
-could not be built (the caller reports isolation as unavailable).
+namespace holds only a loopback device that is down). Exit status 111 with a line on stderr
+means the jail itself could not be built (the caller reports isolation as unavailable).
 """
 
 from __future__ import annotations
