@@ -16,7 +16,8 @@ import jsonschema
 import pytest
 import yaml
 
-from service.cli import build_parser, serve_refusal
+from service.cli import build_parser
+from service.host_cli import serve_refusal
 from service.settings import ENV_PREFIX, Settings
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -21,7 +21,8 @@ from schedules_db.models import ApiTokenRow
 from schedules_db.tokens import TokenStore
 from service.app import create_app
 from service.auth import Access, route_table
-from service.cli import main, serve_refusal
+from service.cli import main
+from service.host_cli import serve_refusal
 from service.settings import Settings
 from service.token_cli import parse_expiry
 from tests.conftest import TINY, ServerThread
