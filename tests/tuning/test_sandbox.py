@@ -318,3 +318,13 @@ def test_the_filter_does_not_let_a_builtin_be_bound() -> None:
     source = running("x = 1") + "\n    for eval in range(1):\n        pass\n"
     with pytest.raises(TirRejected, match="'eval' is a Python builtin"):
         syntax_filter(source)
+
+
+def test_the_jails_root_never_hides_what_it_shows() -> None:
+    """The new root is a tmpfs mounted in the jail's namespace; mounted over /tmp it hid a
+    checkout (and its virtualenv) cloned under /tmp, and every parse failed there."""
+    from tuning.sandbox.jail import pick_root
+
+    assert pick_root(["/usr", "/work/main/tuning"]) == "/tmp"
+    chosen = pick_root(["/usr", "/tmp/clone/tuning", "/tmp/clone/.venv"])
+    assert chosen != "/tmp" and Path(chosen).is_dir()

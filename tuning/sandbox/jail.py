@@ -26,7 +26,9 @@ MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS = 1, 4, 38
 JAIL_FAILED = 111
-NEW_ROOT = "/tmp"  # a mount point that exists everywhere; the tmpfs on it is this namespace's
+# Mount points for the new root (the tmpfs on it is this namespace's alone): the first that
+# exists and holds none of the paths to show, which it would hide (a checkout under /tmp).
+ROOT_CANDIDATES = ("/tmp", "/mnt", "/media", "/srv", "/opt", "/var/tmp", "/run", "/home")
 DEVICES = ("null", "zero", "urandom", "random")
 
 libc = ctypes.CDLL(None, use_errno=True)
@@ -46,9 +48,18 @@ def _mount(source: str | None, target: str, fstype: str | None, flags: int,
     _check(libc.mount(enc(source), enc(target), enc(fstype), flags, enc(data)), f"mount {target}")
 
 
-def _bind_read_only(path: str) -> None:
+def pick_root(paths: list[str]) -> str:
+    """Where to build the new root: a directory that is none of ``paths`` nor above one."""
+    for candidate in ROOT_CANDIDATES:
+        covers = any(p == candidate or p.startswith(candidate + "/") for p in paths)
+        if os.path.isdir(candidate) and not os.path.islink(candidate) and not covers:
+            return candidate
+    raise OSError(f"no mount point for the jail's root among {', '.join(ROOT_CANDIDATES)}")
+
+
+def _bind_read_only(path: str, new_root: str) -> None:
     """Make ``path`` of the host visible at the same path inside the new root, read-only."""
-    inside = NEW_ROOT + path
+    inside = new_root + path
     if os.path.islink(path) and os.path.dirname(path) == "/":  # merged-/usr links: /lib -> usr/lib
         os.symlink(os.readlink(path), inside)
         return
@@ -63,18 +74,19 @@ def _bind_read_only(path: str) -> None:
 
 def build_root(paths: list[str]) -> None:
     """A read-only root holding ``paths`` (and a few device nodes); chroot into it."""
+    new_root = pick_root(paths)
     _mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing below propagates to the host
-    _mount("tmpfs", NEW_ROOT, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0755")
+    _mount("tmpfs", new_root, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0755")
     for path in paths:
         if os.path.lexists(path):
-            _bind_read_only(path)
-    os.makedirs(NEW_ROOT + "/dev", exist_ok=True)
+            _bind_read_only(path, new_root)
+    os.makedirs(new_root + "/dev", exist_ok=True)
     for name in DEVICES:
-        node = NEW_ROOT + "/dev/" + name
+        node = new_root + "/dev/" + name
         open(node, "w").close()  # noqa: SIM115
         _mount("/dev/" + name, node, None, MS_BIND)
-    _mount(None, NEW_ROOT, "tmpfs", MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
-    os.chroot(NEW_ROOT)
+    _mount(None, new_root, "tmpfs", MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    os.chroot(new_root)
     os.chdir("/")
 
 
