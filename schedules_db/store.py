@@ -176,35 +176,16 @@ class Store:
         processes, SQLite or PostgreSQL): an insert that loses to the same target returns the
         winner's row; one that loses the label to another target tries the next label.
         """
-        text = canonical_json(canonical)
         key = target_key(canonical)
-        same = TargetRow.key == key
-        with self.session() as s:
-            row = s.scalar(select(TargetRow).where(same))
-        if row is not None:
-            return row
-        candidates = target_labels(label, key)
-        for index, candidate in enumerate(candidates):
-            try:
-                with self.session() as s:
-                    row = TargetRow(
-                        key=key,
-                        canonical_json=text,
-                        kind=kind,
-                        label=candidate,
-                        fingerprint=fingerprint,
-                    )
-                    s.add(row)
-                    s.flush()
-                    return row
-            except IntegrityError:  # the key (created concurrently) or the label is taken
-                with self.session() as s:
-                    row = s.scalar(select(TargetRow).where(same))
-                if row is not None:
-                    return row
-                if index == len(candidates) - 1:
-                    raise
-        raise AssertionError("unreachable: target_labels is never empty")
+        values = dict(key=key, canonical_json=canonical_json(canonical), kind=kind,
+                      fingerprint=fingerprint)  # fmt: skip
+        for candidate in target_labels(label, key):
+            # None: the insert lost on the label (another target holds it), not on the key.
+            labelled = {**values, "label": candidate}
+            row = self._get_or_create(TargetRow, TargetRow.key == key, labelled)
+            if row is not None:
+                return row
+        raise RuntimeError(f"every label derived from {label!r} is taken")
 
     def get_target(self, target_id: int) -> TargetRow | None:
         """The target row with this id, or None."""
@@ -260,6 +241,9 @@ class Store:
             )
 
     def _get_or_create(self, model: type, where: Any, values: dict[str, Any]) -> Any:
+        """The row matching ``where``, else a new one from ``values``; when the insert
+        conflicts, the row a concurrent creator made (None if the conflict was on another
+        unique column, so that nothing matches ``where``)."""
         with self.session() as s:
             row = s.scalar(select(model).where(where))
             if row is not None:
