@@ -47,8 +47,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from sqlalchemy import create_engine, text  # noqa: E402
 
 from schedules_db import Store, make_engine, upgrade_schema  # noqa: E402
-from schedules_db.store import NewRecord, NewSchedule  # noqa: E402
+from schedules_db.store import NewSchedule  # noqa: E402
 from schedules_db.tokens import READ, TokenStore  # noqa: E402
+from schedules_db.values import NewRecord
 
 PG_ADMIN_URL = os.environ.get(
     "TUNEHUB_TEST_PG_ADMIN_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -85,7 +86,7 @@ def populate(store_url: str, artifact_dir: Path) -> dict[str, list]:
     upgrade_schema(engine)
     store = Store(engine)
     tvm_version = version("apache-tvm")
-    target = store.get_or_create_target(
+    target = store.catalog.get_or_create_target(
         {"keys": ["cpu"], "kind": "llvm", "mcpu": "znver4", "num-cores": 2},
         "llvm",
         "znver4-2c",
@@ -95,22 +96,22 @@ def populate(store_url: str, artifact_dir: Path) -> dict[str, list]:
     artifact_dir.mkdir(parents=True, exist_ok=True)
     for n, (op, size) in enumerate((op, size) for op in OPERATORS for size in SHAPES):
         params = {"M": size, "N": size, "K": size}
-        workload = store.get_or_create_workload(
+        workload = store.catalog.get_or_create_workload(
             f"{1000 + n}", "{}" + " " * 4000, op, params, 2.0 * size**3
         )
-        job = store.create_job(workload.id, target.id, 64, "tunehub.bench")
-        assert store.claim_job(job.id, "bench", timedelta(seconds=60))
+        job = store.jobs.create(workload.id, target.id, 64, "tunehub.bench")
+        assert store.jobs.claim(job.id, "bench", timedelta(seconds=60))
         trace = fake_trace(n)
-        store.add_record(
+        store.records.add(
             workload.id, target.id, job.id, NewRecord(trace, [1e-4] * 3, [], tvm_version)
         )
-        record = store.top_k_records(workload.id, target.id, 1)[0]
+        record = store.records.top_k(workload.id, target.id, 1)[0]
         blob = random.Random(n).randbytes(ARTIFACT_BYTES)
         sha = hashlib.sha256(blob).hexdigest()
         path = f"{sha[:2]}/{sha}.so"
         (artifact_dir / sha[:2]).mkdir(exist_ok=True)
         (artifact_dir / path).write_bytes(blob)
-        schedule_id = store.finish_job(
+        schedule_id = store.schedules.publish(
             job.id,
             "bench",
             NewSchedule(record.id, 100.0, 900.0, 1e-6, fake_tir(n), sha, len(blob), path),

@@ -1,7 +1,7 @@
 """Kernel quality: kernels tuned through tunehub vs the vendor libraries, measured side by side.
 
 For each search space (``plain``: MetaSchedule's default; ``packed``: weights in a layout the
-search chooses, register tiles one vector wide; see `tuning.spaces`) it starts its own
+search chooses, register tiles one vector wide; see `tuning.search.spaces`) it starts its own
 `tunehub serve` on a free port with a fresh data folder (one space per store, so each space's
 best is its own), submits fp32 jobs for the chosen cases in that space and downloads the
 verified artifacts. Then it times, in this one process and interleaved, each space's kernel
@@ -12,7 +12,8 @@ layer. Prints latency and GFLOPS per kernel, the baseline/tuned speed ratio per 
 is faster), each kernel's fraction of the CPU's peak, measured by a kernel of register-held
 FMA chains, and the ceiling: the ratio a kernel at that peak would show against the baseline
 (where the baseline runs above 83% of peak, no kernel can be 1.2x faster). Every library runs
-on the same ``BENCH_THREADS`` threads (default: the cores), TVM included (`tuning.threads`),
+on the same ``BENCH_THREADS`` threads (default: the cores), TVM included
+(`tuning.hardware.threads`),
 and each is timed after the others' thread pools went idle.
 
     .venv/bin/python bench/kernel_quality.py [--cases matmul512 ...] [--trials 256]
@@ -290,12 +291,13 @@ def main() -> int:
     import tvm
 
     from tuning.catalog import get_operator
-    from tuning.packing import PackedParam
-    from tuning.spaces import vector_bits
-    from tuning.targets import resolve_target
-    from tuning.threads import pin_runtime_threads
-    from tuning.verify import run_module
-    from tuning.workload import arg_specs, catalog_workload
+    from tuning.catalog.workload import catalog_workload
+    from tuning.hardware.targets import resolve_target
+    from tuning.hardware.threads import pin_runtime_threads
+    from tuning.ir import arg_specs
+    from tuning.publish.packing import PackedParam
+    from tuning.publish.verify import run_module
+    from tuning.search.spaces import vector_bits
 
     host = resolve_target("host")
     cores = int(host.canonical.get("num-cores", os.cpu_count() or 1))

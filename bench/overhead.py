@@ -44,11 +44,11 @@ def plain_tune_tir(mod, target, trials: int, per_iter: int, seed: int, work: Pat
     exporting its best, best measured us, library path, warm-up s)."""
     from tvm.s_tir import meta_schedule as ms
 
-    from tuning.builder import make_builder
-    from tuning.devices import Measurer
-    from tuning.search import batch_size
-    from tuning.targets import physical_cores
-    from tuning.verify import build_library
+    from tuning.hardware.devices import Measurer
+    from tuning.hardware.targets import physical_cores
+    from tuning.publish.verify import build_library
+    from tuning.search.builder import make_builder
+    from tuning.search.loop import batch_size
 
     cores = physical_cores()
 
@@ -84,7 +84,7 @@ def plain_tune_tir(mod, target, trials: int, per_iter: int, seed: int, work: Pat
 def tiny_matmul():  # noqa: ANN201
     """An 8x8x8 matmul IRModule, for warming up."""
     from tuning.catalog import get_operator
-    from tuning.workload import catalog_workload
+    from tuning.catalog.workload import catalog_workload
 
     op = get_operator("matmul")
     return catalog_workload("matmul", op.Params.model_validate({"M": 8, "N": 8, "K": 8})).mod
@@ -173,8 +173,8 @@ def main() -> int:
     import tvm
 
     from tuning.catalog import get_operator
-    from tuning.targets import resolve_target
-    from tuning.workload import catalog_workload
+    from tuning.catalog.workload import catalog_workload
+    from tuning.hardware.targets import resolve_target
 
     m, n, k = args.shape
     op = get_operator("matmul")

@@ -5,8 +5,9 @@ Populates a store by tuning a family of shapes (transfer off: fp32 matmuls, or R
 3x3 conv layers scaled to this machine), then tunes a held-out shape twice per repeat from a copy
 of that store, same seed and budget: cold (an untrained XGBoost model and a random initial
 population, MetaSchedule's default) and warm (the target's model trained on all stored records,
-`tuning.cost_model`, and the family's best schedules refitted to the held-out shape,
-`tuning.seeding`, measured as its first batch and seeding its population). Prints, per repeat,
+`tuning.search.cost_model`, and the family's best schedules refitted to the held-out shape,
+`tuning.search.seeding`, measured as its first batch and seeding its population). Prints, per
+repeat,
 the trials each needed to reach 95% of the cold run's best performance (latency <= cold best /
 0.95), counted in whole measured batches, the warm/cold ratio, and the trials warm needs to
 match the cold run's final best. Jobs run through tunehub's job runner in this process, as a
@@ -48,7 +49,7 @@ def _scaled(family: str, shape: tuple[int, int, int], scale: int) -> tuple[int, 
 def _spec(family: str, shape: tuple[int, int, int]):  # noqa: ANN202
     """A catalog workload: a matmul for (M, N, K), an NHWC 3x3 conv for (H=W, C, K)."""
     from tuning.catalog import get_operator
-    from tuning.workload import catalog_workload
+    from tuning.catalog.workload import catalog_workload
 
     if family == "matmul":
         m, n, k = shape
@@ -62,7 +63,7 @@ def _spec(family: str, shape: tuple[int, int, int]):  # noqa: ANN202
 
 def _open(path: Path):  # noqa: ANN202
     from schedules_db import Store, make_engine, upgrade_schema
-    from tuning.targets import current_tvm_series
+    from tuning.hardware.targets import current_tvm_series
 
     engine = make_engine(f"sqlite:///{path}")
     upgrade_schema(engine)
@@ -70,20 +71,22 @@ def _open(path: Path):  # noqa: ANN202
 
 
 def _job(store, family: str, shape, trials: int, transfer: bool, space: str) -> int:  # noqa: ANN001
-    from tuning.targets import resolve_target
+    from tuning.hardware.targets import resolve_target
 
     name, spec = _spec(family, shape)
     host = resolve_target("host")
-    tid = store.get_or_create_target(host.canonical, host.kind, host.label, {}).id
-    wid = store.get_or_create_workload(spec.shash, spec.mod_json, name, spec.params, 1.0).id
-    return store.create_job(wid, tid, trials, "bench", transfer_cost_model=transfer, space=space).id
+    tid = store.catalog.get_or_create_target(host.canonical, host.kind, host.label, {}).id
+    wid = store.catalog.get_or_create_workload(spec.shash, spec.mod_json, name, spec.params, 1.0).id
+    return store.jobs.create(
+        wid, tid, trials, "bench", transfer_cost_model=transfer, space=space
+    ).id
 
 
 def _curve(store, job_id: int) -> list[float]:  # noqa: ANN001
     """Best latency after each measured trial, in measurement order."""
-    job = store.get_job(job_id)
+    job = store.jobs.get(job_id)
     best, curve = float("inf"), []
-    for row in store.records(job.target_id, job.workload_id, job_id):
+    for row in store.records.list_records(job.target_id, job.workload_id, job_id):
         if row.mean_run_us is not None:
             best = min(best, row.mean_run_us)
         curve.append(best)
@@ -120,7 +123,7 @@ def main() -> int:
         family = [_scaled(args.family, shape, args.scale) for shape in family]
         held_out = _scaled(args.family, held_out, args.scale)
 
-    from tuning.job_runner import WorkerContext, run_job
+    from service.worker.runner import WorkerContext, run_job
 
     work = Path(tempfile.mkdtemp(prefix="tunehub-warm-"))
     base = work / "populated.db"
@@ -129,9 +132,9 @@ def main() -> int:
     started = time.monotonic()
     for shape in family:
         job = _job(store, args.family, shape, args.populate_trials, False, args.space)
-        assert run_job(context, job) == "succeeded", store.get_job(job).error
+        assert run_job(context, job) == "succeeded", store.jobs.get(job).error
     print(f"populated {len(family)} shapes x {args.populate_trials} trials "
-          f"({store.count_records(1)} records) in {time.monotonic() - started:.0f} s")  # fmt: skip
+          f"({store.records.count(1)} records) in {time.monotonic() - started:.0f} s")  # fmt: skip
     engine.dispose()
 
     rows = []
@@ -148,9 +151,9 @@ def main() -> int:
             # The warm side trains the target's model from the populated records.
             shutil.copytree(work / "artifacts", ctx.artifact_dir, dirs_exist_ok=True)
             job = _job(store, args.family, held_out, args.trials, mode == "warm", args.space)
-            assert run_job(ctx, job) == "succeeded", store.get_job(job).error
+            assert run_job(ctx, job) == "succeeded", store.jobs.get(job).error
             if mode == "warm":
-                assert store.get_job(job).cost_model, "the warm run found no cost model"
+                assert store.jobs.get(job).cost_model, "the warm run found no cost model"
             curves[mode] = _curve(store, job)
             engine.dispose()
         threshold = min(curves["cold"]) / 0.95

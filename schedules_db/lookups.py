@@ -139,7 +139,7 @@ def schedules(
     workload_id: int | None = None,
     limit: int = 100,
 ) -> list[ScheduleParts]:
-    """What `Store.list_schedules` returns (newest first, the store's TVM series), with each
+    """What `Schedules.list_schedules` returns (newest first, the store's TVM series), with each
     schedule's parts, without TIR or record."""
     values = {
         "series": store.series,

@@ -34,7 +34,7 @@ class Base(DeclarativeBase):
 
 class TargetRow(Base):
     """A hardware target: canonical TVM target JSON and the key derived from it, and a label for
-    people that names this one target (unique; see `Store.get_or_create_target`)."""
+    people that names this one target (unique; see `CatalogRows.get_or_create_target`)."""
 
     __tablename__ = "targets"
     __table_args__ = (Index("ix_targets_label", "label", unique=True),)
@@ -91,13 +91,13 @@ class JobRow(Base):
     submitted_by: Mapped[str | None] = mapped_column(String(255), nullable=True)
     priority: Mapped[int] = mapped_column(Integer, nullable=False, default=0, server_default="0")
     task_id: Mapped[str | None] = mapped_column(String(64), nullable=True)  # last broker message
-    # Start the search from the target's transferred cost model (tuning.cost_model)?
+    # Start the search from the target's transferred cost model (tuning.search.cost_model)?
     transfer_cost_model: Mapped[bool] = mapped_column(
         Boolean, nullable=False, default=True, server_default=true()
     )
     cost_model: Mapped[str | None] = mapped_column(String(255), nullable=True)  # the file used
     # The search space: "plain" (MetaSchedule's default) or "packed" (constant operands' layout
-    # free, tiles for the vector width); see tuning.spaces.
+    # free, tiles for the vector width); see tuning.search.spaces.
     space: Mapped[str] = mapped_column(String(16), nullable=False, server_default="plain")
     enqueued_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
@@ -174,7 +174,7 @@ class ScheduleRow(Base):
     tir: Mapped[str] = mapped_column(Text, nullable=False)
     job_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
     space: Mapped[str] = mapped_column(String(16), nullable=False, server_default="plain")
-    # Parameters the artifact's ``main_packed`` takes pre-packed (tuning.packing.PackedParam
+    # Parameters the artifact's ``main_packed`` takes pre-packed (tuning.publish.packing.PackedParam
     # JSON); null or [] when the best reads every operand as the user holds it.
     packed_params: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -14,14 +14,14 @@ from schedules_db.tokens import TokenStore
 from service.api import catalog, interchange, jobs, me, schedules, workers, workloads
 from service.auth import document_responses
 from service.errors import recursion_error_handler, responses, validation_error_handler
-from service.jobqueue import JobQueue
 from service.limits import BodyLimit, route_caps
+from service.queue import JobQueue
 from service.quotas import WriteLimiter
 from service.reaper import Reaper
 from service.refusals import Refusal, refusal_handler
 from service.settings import Settings
+from tuning.hardware.targets import current_tvm_series
 from tuning.sandbox import set_max_concurrent
-from tuning.targets import current_tvm_series
 
 log = logging.getLogger("tunehub.api")
 

@@ -35,7 +35,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.exc import OperationalError
 from starlette.concurrency import run_in_threadpool
 
-from schedules_db.store import target_key
+from schedules_db.keys import target_key
 from schedules_db.tokens import ADMIN, READ, SCOPES, SUBMIT, SUBMIT_CODE, TokenInfo, TokenStore
 from service.errors import invalid
 from service.reads import inline_ok
@@ -98,11 +98,11 @@ def check_target(identity: Identity, canonical: dict[str, Any], store: Any) -> N
     422 on ``("body", "target")`` listing the targets workers did register."""
     if identity.can(ADMIN):
         return
-    registered = store.registered_target_ids()
-    row = store.find_target(target_key(canonical))
+    registered = store.fleet.registered_target_ids()
+    row = store.catalog.find_target(target_key(canonical))
     if row is not None and row.id in registered:
         return
-    known = [t for t in store.list_targets() if t.id in registered]
+    known = [t for t in store.catalog.list_targets() if t.id in registered]
     names = ", ".join(f"{t.label} ({t.key})" for t in known) or "none yet"
     raise invalid(
         ("body", "target"),

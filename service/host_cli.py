@@ -106,7 +106,7 @@ def _exit_on_signal(signum: int, _frame: object) -> None:
 def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     """A worker for the given targets (blocks until stopped). By default it runs supervised: a
     small parent process restarts it if it dies and kills what it left behind."""
-    from tuning.devices import RpcSpec
+    from tuning.hardware.devices import RpcSpec
 
     rpc = None
     if args.rpc_tracker or args.rpc_key:
@@ -126,7 +126,7 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
         if rpc is not None:
             argv += ["--rpc-tracker", args.rpc_tracker, "--rpc-key", args.rpc_key]
         return supervise(argv, {**os.environ, **settings.as_env()})
-    from service.jobqueue import run_worker
+    from service.worker.bootstrap import run_worker
 
     logging.getLogger("tunehub.metaschedule").setLevel(logging.WARNING)
     logging.getLogger("tvm").setLevel(logging.WARNING)

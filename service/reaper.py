@@ -16,7 +16,7 @@ from sqlalchemy import create_engine, text
 
 from schedules_db.models import utcnow
 from schedules_db.store import Store
-from service.jobqueue import JobQueue
+from service.queue import JobQueue
 from service.settings import Settings
 
 log = logging.getLogger("tunehub.reaper")
@@ -39,16 +39,16 @@ class Reaper(threading.Thread):
 
     def sweep(self) -> dict[str, int]:
         """One pass over the job table; returns how many jobs each duty touched."""
-        stale = self.store.requeue_stale(timedelta(seconds=self.settings.stale_after_s))
+        stale = self.store.jobs.requeue_stale(timedelta(seconds=self.settings.stale_after_s))
         for job in stale:
             log.warning("job %s: worker %s is gone; requeued", job.id, job.worker)
         cutoff = utcnow() - timedelta(seconds=self.settings.requeue_after_s)
-        resend = {job.id: job for job in self.store.queued_not_enqueued_since(cutoff)}
+        resend = {job.id: job for job in self.store.jobs.queued_not_enqueued_since(cutoff)}
         for job in stale:
             resend[job.id] = job
         for job in resend.values():
             task_id = self.queue.enqueue(job.id, job.queue)
-            self.store.mark_enqueued(job.id, task_id)
+            self.store.jobs.mark_enqueued(job.id, task_id)
         purged = purge_delivered_sqlite_messages(self.settings.broker)
         return {"requeued_stale": len(stale), "resent": len(resend), "purged": purged}
 

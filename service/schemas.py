@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from schedules_db.models import JobRow, ScheduleRow, TargetRow, WorkloadRow
-from tuning.tir_sandbox import MAX_SOURCE_BYTES
+from tuning.sandbox.user_tir import MAX_SOURCE_BYTES
 
 # Path and query ids: the store's id columns are INTEGER, 32-bit on PostgreSQL (which refuses
 # to compare one with 2^31: a 500) and 64-bit on SQLite (which cannot bind 2^63), so an id

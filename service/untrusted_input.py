@@ -14,7 +14,7 @@ from service.errors import invalid
 from service.quotas import too_many
 from service.refusals import Refusal, refusal_schema
 from tuning.sandbox import SandboxBusy, SandboxUnavailable, holding_slot
-from tuning.tir_sandbox import ParsedTir, TirRejected, parse_untrusted
+from tuning.sandbox.user_tir import ParsedTir, TirRejected, parse_untrusted
 
 # What a route that parses user code may answer besides its own statuses (429 is auth's).
 ISOLATION_RESPONSES: dict[int | str, dict] = {

@@ -127,10 +127,10 @@ def tuned_store(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
     Shared by the tests that need a verified schedule, so the suite pays for one search.
     """
+    from service.worker.runner import WorkerContext, run_job
     from tuning.catalog import get_operator
-    from tuning.job_runner import WorkerContext, run_job
-    from tuning.targets import host_fingerprint, resolve_target
-    from tuning.workload import catalog_workload
+    from tuning.catalog.workload import catalog_workload
+    from tuning.hardware.targets import host_fingerprint, resolve_target
 
     root = tmp_path_factory.mktemp("tuned")
     url = f"sqlite:///{root / 'store.db'}"
@@ -140,13 +140,13 @@ def tuned_store(tmp_path_factory: pytest.TempPathFactory) -> dict:
     op = get_operator("matmul")
     spec = catalog_workload("matmul", op.Params(**TINY))
     target = resolve_target("host")
-    target_row = store.get_or_create_target(
+    target_row = store.catalog.get_or_create_target(
         target.canonical, target.kind, target.label, host_fingerprint()
     )
-    workload_row = store.get_or_create_workload(
+    workload_row = store.catalog.get_or_create_workload(
         spec.shash, spec.mod_json, "matmul", spec.params, spec.flop
     )
-    job = store.create_job(workload_row.id, target_row.id, 8, "tunehub.test")
+    job = store.jobs.create(workload_row.id, target_row.id, 8, "tunehub.test")
     context = WorkerContext(
         store=store, artifact_dir=root / "artifacts", worker_name="pytest", num_trials_per_iter=4
     )

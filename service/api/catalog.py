@@ -12,7 +12,7 @@ from service.schemas import target_json
 from service.strict_input import StrictRoute
 from tuning.catalog import list_operators
 from tuning.catalog.dtypes import TOLERANCE_RULES
-from tuning.targets import HOST, resolve_target
+from tuning.hardware.targets import HOST, resolve_target
 
 router = APIRouter(tags=["catalog"], route_class=StrictRoute)
 
@@ -44,8 +44,10 @@ def targets(request: Request, who: AnyReader) -> dict[str, Any]:
     host = resolve_target(HOST)
     store = request.app.state.store
     stale_after = timedelta(seconds=request.app.state.settings.stale_after_s)
-    live = store.live_target_ids(stale_after)
+    live = store.fleet.live_target_ids(stale_after)
     return {
         "host": {"canonical": host.canonical, "label": host.label},
-        "targets": [{**target_json(row), "served": row.id in live} for row in store.list_targets()],
+        "targets": [
+            {**target_json(row), "served": row.id in live} for row in store.catalog.list_targets()
+        ],
     }

@@ -2,7 +2,7 @@
 
 Export writes what `ms.database.JSONDatabase` opens (and `compile_tir` applies) for one target.
 Import takes such a database for a target, stores its workloads and records (the modules are
-parsed only in the limited child process of `tuning.tir_sandbox`), and queues one job per
+parsed only in the limited child process of `tuning.sandbox.user_tir`), and queues one job per
 workload whose budget is already covered by the imported records: the target's worker then
 skips the search and verifies the best against the reference before it can be served.
 """
@@ -17,15 +17,16 @@ from typing import Any
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from schedules_db.store import JobState, NewRecord
+from schedules_db.values import JobState, NewRecord
 from service.api.jobs import resolve_job_target
 from service.api.schedules import target_id_of
 from service.auth import AnyReader, Submitter, check_target
 from service.errors import invalid, not_found, responses
-from service.jobqueue import queue_name
+from service.queue import queue_name
 from service.strict_input import StrictRoute
 from service.untrusted_input import ISOLATION_RESPONSES, isolated_parser
-from tuning.interchange import (
+from tuning.hardware.targets import HOST, host_fingerprint
+from tuning.publish.interchange import (
     RECORD_FILE,
     WORKLOAD_FILE,
     InterchangeError,
@@ -36,8 +37,7 @@ from tuning.interchange import (
     encode_workload_line,
     split_lines,
 )
-from tuning.targets import HOST, host_fingerprint
-from tuning.tir_sandbox import ParsedTir, TirRejected, check_stored, parse_untrusted
+from tuning.sandbox.user_tir import ParsedTir, TirRejected, check_stored, parse_untrusted
 
 router = APIRouter(tags=["interchange"], route_class=StrictRoute)
 log = logging.getLogger("tunehub.api")
@@ -66,15 +66,15 @@ def export_database(
     target_id = target_id_of(request, target)
     if target_id is None:
         raise not_found("target", target)
-    target_row = store.get_target(target_id)
+    target_row = store.catalog.get_target(target_id)
     canonical = json.loads(target_row.canonical_json)
     index: dict[int, int] = {}
     workload_lines, record_lines = [], []
-    for row in store.records(target_id):
+    for row in store.records.list_records(target_id):
         if row.mean_run_us is None:
             continue
         if row.workload_id not in index:
-            workload = store.get_workload(row.workload_id)
+            workload = store.catalog.get_workload(row.workload_id)
             index[row.workload_id] = len(workload_lines)
             workload_lines.append(encode_workload_line(workload.shash, workload.mod_json))
         record_lines.append(
@@ -153,15 +153,16 @@ def import_database(body: ImportBody, request: Request, who: Submitter) -> dict[
         raise invalid(("body", field), str(err), "invalid_database") from None
 
     fingerprint = host_fingerprint() if body.target == HOST else {}
-    target_row = store.get_or_create_target(
+    target_row = store.catalog.get_or_create_target(
         target.canonical, target.kind, target.label, fingerprint
     )
     workload_ids = [
-        store.get_or_create_workload(p.shash, p.mod_json, None, {}, p.flop).id for p in parsed
+        store.catalog.get_or_create_workload(p.shash, p.mod_json, None, {}, p.flop).id
+        for p in parsed
     ]
     added = 0
     for record in records:
-        added += store.add_record(
+        added += store.records.add(
             workload_ids[record.workload_index],
             target_row.id,
             None,
@@ -175,18 +176,18 @@ def import_database(body: ImportBody, request: Request, who: Submitter) -> dict[
         )
     jobs = []
     for workload_id in dict.fromkeys(workload_ids):
-        measured = store.count_records(target_row.id, workload_id)
-        pending = store.unfinished_job(workload_id, target_row.id)
+        measured = store.records.count(target_row.id, workload_id)
+        pending = store.jobs.unfinished(workload_id, target_row.id)
         if not measured or pending is not None:  # a job that will see these records exists
             if pending is not None:
                 jobs.append({"id": pending.id, "workload_id": workload_id, "state": pending.state})
             continue
-        job = store.create_job(
+        job = store.jobs.create(
             workload_id, target_row.id, measured, queue_name(target_row.key), who.name
         )
         if job.state == JobState.QUEUED.value:
             try:
-                store.mark_enqueued(job.id, state.queue.enqueue(job.id, job.queue))
+                store.jobs.mark_enqueued(job.id, state.queue.enqueue(job.id, job.queue))
             except Exception:  # the broker is down: the reaper sends it later
                 log.exception("could not enqueue import job %s", job.id)
         jobs.append({"id": job.id, "workload_id": workload_id, "state": job.state})

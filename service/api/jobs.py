@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from schedules_db import lookups
-from schedules_db.store import FINAL_STATES, JobState
+from schedules_db.values import FINAL_STATES, JobState
 from service.auth import (
     ADMIN,
     SUBMIT_CODE,
@@ -29,16 +29,22 @@ from service.auth import (
 )
 from service.errors import invalid, not_found, prefixed, responses
 from service.fast_json import json_answer, json_bytes
-from service.jobqueue import queue_name
+from service.queue import queue_name
 from service.quotas import check_active_jobs
 from service.reads import lookup
 from service.schemas import JobCreate, RowId, job_json
 from service.strict_input import StrictRoute
 from service.untrusted_input import ISOLATION_RESPONSES, parsed_tir
 from tuning.catalog import get_operator, list_operators
-from tuning.spaces import SpaceError, resolve_space
-from tuning.targets import HOST, ResolvedTarget, TargetError, host_fingerprint, resolve_target
-from tuning.workload import WorkloadSpec, catalog_workload
+from tuning.catalog.workload import WorkloadSpec, catalog_workload
+from tuning.hardware.targets import (
+    HOST,
+    ResolvedTarget,
+    TargetError,
+    host_fingerprint,
+    resolve_target,
+)
+from tuning.search.spaces import SpaceError, resolve_space
 
 router = APIRouter(prefix="/jobs", tags=["jobs"], route_class=StrictRoute)
 log = logging.getLogger("tunehub.api")
@@ -47,7 +53,10 @@ log = logging.getLogger("tunehub.api")
 def render_job(request: Request, job: Any, live: set[int] | None = None) -> dict[str, Any]:
     """A job row with its workload and target, as JSON (see `job_body`)."""
     store = request.app.state.store
-    workload, target = store.get_workload(job.workload_id), store.get_target(job.target_id)
+    workload, target = (
+        store.catalog.get_workload(job.workload_id),
+        store.catalog.get_target(job.target_id),
+    )
     return job_body(request, job, workload, target, live)
 
 
@@ -70,7 +79,7 @@ def job_body(
 
 def _live_targets(request: Request) -> set[int]:
     stale_after = timedelta(seconds=request.app.state.settings.stale_after_s)
-    return request.app.state.store.live_target_ids(stale_after)
+    return request.app.state.store.fleet.live_target_ids(stale_after)
 
 
 @router.post("", status_code=201, responses=ISOLATION_RESPONSES)
@@ -86,7 +95,7 @@ def create_job(body: JobCreate, request: Request, who: Submitter) -> dict[str, A
     """
     state = request.app.state
     _check_rights(body, who)
-    check_active_jobs(state.store.count_unfinished_jobs(who.name), state.settings.max_active_jobs)
+    check_active_jobs(state.store.jobs.count_unfinished(who.name), state.settings.max_active_jobs)
     if body.trials > state.settings.max_trials:
         raise invalid(
             ("body", "trials"),
@@ -103,13 +112,13 @@ def create_job(body: JobCreate, request: Request, who: Submitter) -> dict[str, A
 
     store = state.store
     fingerprint = host_fingerprint() if body.target == HOST else {}
-    target_row = store.get_or_create_target(
+    target_row = store.catalog.get_or_create_target(
         target.canonical, target.kind, target.label, fingerprint
     )
-    workload_row = store.get_or_create_workload(
+    workload_row = store.catalog.get_or_create_workload(
         workload.shash, workload.mod_json, workload.operator, workload.params, workload.flop
     )
-    job = store.create_job(
+    job = store.jobs.create(
         workload_row.id,
         target_row.id,
         body.trials,
@@ -123,10 +132,10 @@ def create_job(body: JobCreate, request: Request, who: Submitter) -> dict[str, A
     if job.state == JobState.QUEUED.value:
         try:
             task_id = state.queue.enqueue(job.id, job.queue)
-            store.mark_enqueued(job.id, task_id)
+            store.jobs.mark_enqueued(job.id, task_id)
         except Exception:  # the broker is down: the job is recorded; the reaper sends it later
             log.exception("could not enqueue job %s; the reaper will retry", job.id)
-    return render_job(request, store.get_job(job.id))
+    return render_job(request, store.jobs.get(job.id))
 
 
 def _check_rights(body: JobCreate, who: Identity) -> None:
@@ -145,14 +154,16 @@ def resolve_job_target(spec: str | dict[str, Any], store: Any) -> ResolvedTarget
     """
     named = None
     if isinstance(spec, str) and spec != HOST and not spec.lstrip().startswith("{"):
-        named = store.find_target(spec)
+        named = store.catalog.find_target(spec)
     try:
         return resolve_target(json.loads(named.canonical_json) if named else spec)
     except TargetError as err:
         loc = ("body", "target", *err.loc) if isinstance(spec, dict) else ("body", "target")
         reason = str(err)
         if isinstance(spec, str) and named is None:
-            known = ", ".join(sorted(row.label for row in store.list_targets())) or "none yet"
+            known = (
+                ", ".join(sorted(row.label for row in store.catalog.list_targets())) or "none yet"
+            )
             reason = f"{err} (known target names: {known})"
         raise invalid(loc, reason, "invalid_target", spec) from None
 
@@ -209,7 +220,7 @@ def list_jobs(
     if state is not None and state not in {s.value for s in JobState}:
         raise invalid(("query", "state"), f"unknown state {state!r}", "enum", state)
     live = _live_targets(request)
-    jobs = request.app.state.store.list_jobs(state, limit)
+    jobs = request.app.state.store.jobs.list_jobs(state, limit)
     return [render_job(request, job, live) for job in jobs]
 
 
@@ -234,7 +245,7 @@ def cancel_job(job_id: RowId, request: Request, who: Submitter) -> dict[str, Any
     also revoked, as a best effort, where the broker can broadcast. Only the job's submitter
     or an admin may cancel it (403 otherwise)."""
     store = request.app.state.store
-    before = store.get_job(job_id)
+    before = store.jobs.get(job_id)
     if before is None:
         raise not_found("job", job_id)
     if not who.owns(before.submitted_by):
@@ -245,7 +256,7 @@ def cancel_job(job_id: RowId, request: Request, who: Submitter) -> dict[str, Any
             "cancel it",
             "not_owner",
         )
-    job = store.request_cancel(job_id)
+    job = store.jobs.request_cancel(job_id)
     if job is None:
         raise not_found("job", job_id)
     if before.state == JobState.QUEUED.value and job.state == JobState.CANCELLED.value:
@@ -264,14 +275,14 @@ async def job_events(job_id: RowId, request: Request, who: AnyReader) -> Streami
     ``end``. Each event's data is the job as ``GET /jobs/{id}`` shows it. A client that loses
     the stream (an API restart) reconnects and gets the current state first."""
     store = request.app.state.store
-    if await run_in_threadpool(store.get_job, job_id) is None:
+    if await run_in_threadpool(store.jobs.get, job_id) is None:
         raise not_found("job", job_id)
 
     async def stream() -> AsyncIterator[str]:
         yield "retry: 2000\n\n"
         last_state, last_progress, quiet_since, seq = None, None, time.monotonic(), 0
         while not await request.is_disconnected():
-            job = await run_in_threadpool(store.get_job, job_id)
+            job = await run_in_threadpool(store.jobs.get, job_id)
             body = await run_in_threadpool(render_job, request, job)
             progress = body["progress"]
             kind = None

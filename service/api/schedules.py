@@ -10,14 +10,14 @@ from fastapi.responses import FileResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from schedules_db import lookups
-from schedules_db.store import target_key
+from schedules_db.keys import target_key
 from service.auth import AnyReader
 from service.errors import invalid, not_found, responses
 from service.fast_json import compact_json, json_answer, json_bytes, with_raw_fields
 from service.reads import lookup
 from service.schemas import RowId, schedule_json
 from service.strict_input import StrictRoute
-from tuning.targets import TargetError, resolve_target
+from tuning.hardware.targets import TargetError, resolve_target
 
 router = APIRouter(prefix="/schedules", tags=["schedules"], route_class=StrictRoute)
 
@@ -25,13 +25,13 @@ router = APIRouter(prefix="/schedules", tags=["schedules"], route_class=StrictRo
 def target_id_of(request: Request, target: str) -> int | None:
     """The target id named by key, label, "host" or JSON; None if it is unknown here."""
     store = request.app.state.store
-    row = store.find_target(target)
+    row = store.catalog.find_target(target)
     if row is None:
         try:
             resolved = resolve_target(target)
         except TargetError as err:
             raise invalid(("query", "target"), str(err), "invalid_target", target) from None
-        row = store.find_target(target_key(resolved.canonical))
+        row = store.catalog.find_target(target_key(resolved.canonical))
     return None if row is None else row.id
 
 
@@ -40,10 +40,10 @@ def render(request: Request, row: Any, detail: bool) -> dict[str, Any]:
     store = request.app.state.store
     return schedule_json(
         row,
-        store.get_workload(row.workload_id),
-        store.get_target(row.target_id),
-        store.get_artifact(row.artifact_id),
-        store.get_record(row.record_id) if detail and row.record_id is not None else None,
+        store.catalog.get_workload(row.workload_id),
+        store.catalog.get_target(row.target_id),
+        store.schedules.get_artifact(row.artifact_id),
+        store.records.get(row.record_id) if detail and row.record_id is not None else None,
         detail,
     )
 

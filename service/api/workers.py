@@ -22,9 +22,11 @@ def list_workers(request: Request, who: AnyReader) -> list[dict[str, Any]]:
     store = request.app.state.store
     stale_after = timedelta(seconds=request.app.state.settings.stale_after_s)
     now = utcnow()
-    targets = {t.id: {"id": t.id, "label": t.label, "key": t.key} for t in store.list_targets()}
+    targets = {
+        t.id: {"id": t.id, "label": t.label, "key": t.key} for t in store.catalog.list_targets()
+    }
     workers = []
-    for row in store.list_workers():
+    for row in store.fleet.list_workers():
         beat = (
             row.heartbeat_at
             if row.heartbeat_at.tzinfo

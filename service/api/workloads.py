@@ -23,7 +23,9 @@ def list_workloads(
     limit: int = Query(default=100, ge=1, le=1000),
 ) -> list[dict[str, Any]]:
     """Workloads (by structural hash), newest first."""
-    return [workload_json(w) for w in request.app.state.store.list_workloads(operator, limit)]
+    return [
+        workload_json(w) for w in request.app.state.store.catalog.list_workloads(operator, limit)
+    ]
 
 
 @router.get("/{workload_id}", responses=responses(404))
@@ -31,19 +33,19 @@ def get_workload(workload_id: RowId, request: Request, who: AnyReader) -> dict[s
     """One workload and, per target it was measured on, the stored records and the verified best
     (fastest first; targets without a verified best last)."""
     store = request.app.state.store
-    workload = store.get_workload(workload_id)
+    workload = store.catalog.get_workload(workload_id)
     if workload is None:
         raise not_found("workload", workload_id)
-    stats = store.record_stats_by_target(workload_id)
+    stats = store.records.stats_by_target(workload_id)
     targets = []
     for target_id in set(stats) | {
-        s.target_id for s in store.list_schedules(workload_id=workload_id)
+        s.target_id for s in store.schedules.list_schedules(workload_id=workload_id)
     }:
-        best = store.best_schedule(workload_id, target_id)
+        best = store.schedules.best(workload_id, target_id)
         records, fastest = stats.get(target_id, (0, None))
         targets.append(
             {
-                "target": target_json(store.get_target(target_id)),
+                "target": target_json(store.catalog.get_target(target_id)),
                 "records": records,
                 "fastest_measured_us": fastest,
                 "best": render(request, best, detail=False) if best else None,

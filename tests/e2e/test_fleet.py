@@ -16,15 +16,15 @@ import psutil
 import pytest
 from sqlalchemy import create_engine, distinct, func, select
 
+from schedules_db.keys import target_key
 from schedules_db.models import TuningRecordRow
-from schedules_db.store import target_key
 from service.app import create_app
 from service.client import TunehubClient
 from service.settings import Settings
 from tests.conftest import ServerThread, free_port, reset_pg_schema
 from tests.e2e.helpers import cli, start, stop, wait_http, wait_job, wait_until
 from tests.e2e.test_worker_brokers import _amqp_url
-from tuning.targets import resolve_target
+from tuning.hardware.targets import resolve_target
 
 pytestmark = pytest.mark.e2e
 TINY = {"M": 16, "N": 24, "K": 8}

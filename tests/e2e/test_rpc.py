@@ -17,7 +17,7 @@ from service.app import create_app
 from service.settings import Settings
 from tests.conftest import ServerThread, free_port
 from tests.e2e.helpers import start, stop, wait_job
-from tuning.targets import resolve_target
+from tuning.hardware.targets import resolve_target
 
 pytestmark = pytest.mark.e2e
 RPC_KEY = "pytest-board"

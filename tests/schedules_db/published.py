@@ -7,7 +7,8 @@ import json
 from datetime import timedelta
 from pathlib import Path
 
-from schedules_db.store import NewRecord, NewSchedule, Store
+from schedules_db.store import Store
+from schedules_db.values import NewRecord, NewSchedule
 
 TVM_VERSION = "0.27.0"
 
@@ -17,18 +18,18 @@ def publish(
 ) -> tuple[int, int]:
     """A succeeded job and its schedule for ``operator`` at (size, size, size) on a fixed llvm
     target, with a trace, TIR and (in ``artifact_dir``) an artifact file; (schedule, job) ids."""
-    target = store.get_or_create_target(
+    target = store.catalog.get_or_create_target(
         {"kind": "llvm", "mcpu": "znver4", "num-cores": 2}, "llvm", "znver4-2c", {"cpu": "test"}
     )
     params = {"M": size, "N": size, "K": size}
-    workload = store.get_or_create_workload(
+    workload = store.catalog.get_or_create_workload(
         f"{operator}-{size}", "{}", operator, params, 2.0 * size**3
     )
-    job = store.create_job(workload.id, target.id, 16, "q", "tester")
-    assert store.claim_job(job.id, "w", timedelta(seconds=60))
+    job = store.jobs.create(workload.id, target.id, 16, "q", "tester")
+    assert store.jobs.claim(job.id, "w", timedelta(seconds=60))
     trace = json.dumps([[["GetSBlock", [], ["C", "main"], ["b0"]]], [[0, [4, 8]]]], indent=1)
-    store.add_record(workload.id, target.id, job.id, NewRecord(trace, [5e-6] * 3, [], TVM_VERSION))
-    record = store.top_k_records(workload.id, target.id, 1)[0]
+    store.records.add(workload.id, target.id, job.id, NewRecord(trace, [5e-6] * 3, [], TVM_VERSION))
+    record = store.records.top_k(workload.id, target.id, 1)[0]
     blob = f"library {operator} {size}".encode()
     sha = hashlib.sha256(blob).hexdigest()
     if artifact_dir is not None:
@@ -38,6 +39,6 @@ def publish(
         record.id, 5.0, 40.0, 1e-6, f"# TIR of {operator} {size}\n", sha, len(blob),
         f"{sha[:2]}/{sha}.so",
     )  # fmt: skip
-    schedule_id = store.finish_job(job.id, "w", schedule)
+    schedule_id = store.schedules.publish(job.id, "w", schedule)
     assert schedule_id is not None
     return schedule_id, job.id

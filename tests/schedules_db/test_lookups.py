@@ -17,12 +17,14 @@ def _same(orm_row: object, plain: object, model: type, skip: tuple[str, ...] = (
 def test_schedule_and_job_lookups_match_the_getters(store: Store) -> None:
     schedule_id, job_id = publish(store, "matmul", 16)
     parts = lookups.schedule(store, schedule_id)
-    row = store.get_schedule(schedule_id)
+    row = store.schedules.get(schedule_id)
     _same(row, parts.schedule, ScheduleRow)
-    _same(store.get_workload(row.workload_id), parts.workload, WorkloadRow, skip=("mod_json",))
-    _same(store.get_target(row.target_id), parts.target, TargetRow)
-    _same(store.get_artifact(row.artifact_id), parts.artifact, ArtifactRow)
-    record = store.get_record(row.record_id)
+    _same(
+        store.catalog.get_workload(row.workload_id), parts.workload, WorkloadRow, skip=("mod_json",)
+    )
+    _same(store.catalog.get_target(row.target_id), parts.target, TargetRow)
+    _same(store.schedules.get_artifact(row.artifact_id), parts.artifact, ArtifactRow)
+    record = store.records.get(row.record_id)
     assert (parts.record.tvm_version, parts.record.trace_json) == (
         record.tvm_version,
         record.trace_json,
@@ -31,7 +33,7 @@ def test_schedule_and_job_lookups_match_the_getters(store: Store) -> None:
     assert lookups.artifact(store, schedule_id).sha256 == parts.artifact.sha256
 
     job = lookups.job(store, job_id)
-    _same(store.get_job(job_id), job.job, JobRow)
+    _same(store.jobs.get(job_id), job.job, JobRow)
     assert (job.workload.id, job.target.id) == (row.workload_id, row.target_id)
 
     for missing in (lookups.schedule, lookups.job, lookups.artifact):
@@ -44,7 +46,7 @@ def test_schedule_list_matches_the_store_and_its_filters(store: Store) -> None:
             publish(store, operator, size)
     series = Store(store.engine, tvm_series="0.27")
     other = Store(store.engine, tvm_series="0.99")
-    target_id = store.list_targets()[0].id
+    target_id = store.catalog.list_targets()[0].id
     for view in (store, series, other):
         for operator, target, workload, limit in [
             (None, None, None, 100),
@@ -54,7 +56,7 @@ def test_schedule_list_matches_the_store_and_its_filters(store: Store) -> None:
             ("nope", None, None, 100),
         ]:
             found = lookups.schedules(view, operator, target, workload, limit)
-            expected = view.list_schedules(operator, target, workload, limit)
+            expected = view.schedules.list_schedules(operator, target, workload, limit)
             assert [p.schedule.id for p in found] == [r.id for r in expected]
             assert all(p.record is None and not hasattr(p.schedule, "tir") for p in found)
     assert lookups.schedules(other) == []

@@ -88,7 +88,7 @@ def test_0008_mends_duplicated_labels_then_makes_them_unique(store_url: str) -> 
         )
     upgrade_schema(engine)
     store = Store(engine)
-    labels = {row.key[0]: row.label for row in store.list_targets()}
+    labels = {row.key[0]: row.label for row in store.catalog.list_targets()}
     with engine.connect() as conn:
         diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
     engine.dispose()

@@ -176,7 +176,7 @@ def test_cache_hit_and_schedule_download_without_any_worker(
         assert hit.status_code == 201
         job = hit.json()
         assert (job["state"], job["cache_hit"]) == ("succeeded", True)
-        assert job["schedule_id"] == store.get_job(tuned_store["job_id"]).schedule_id
+        assert job["schedule_id"] == store.jobs.get(tuned_store["job_id"]).schedule_id
         assert job["progress"]["best_gflops"] > 0
         # "auto" takes the best of either space; the stored best came from the plain space, so
         # an explicit "plain" request is a hit too, and an explicit "packed" one is not.
@@ -208,7 +208,7 @@ def test_cache_hit_and_schedule_download_without_any_worker(
         assert detail["trials"] == 8 and detail["max_abs_error"] < 1e-4
         assert (detail["space"], detail["packed_params"], detail["entry"]) == ("plain", [], "main")
         # The key it is served under, and the workload's bests per target side by side.
-        from tuning.targets import current_tvm_series
+        from tuning.hardware.targets import current_tvm_series
 
         assert detail["key"] == {
             "workload": detail["workload"]["structural_hash"],

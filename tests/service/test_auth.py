@@ -61,11 +61,11 @@ class Deployment:
         self.http = httpx.Client(base_url=self.server.url + PREFIX, timeout=120)
         host = self.post("admin", "/jobs", _job(trials=1, priority=-100))
         assert host.status_code == 201, host.text
-        self.store.register_worker("w1", "h", 1, [self._target_id(host.json())], {})
+        self.store.fleet.register("w1", "h", 1, [self._target_id(host.json())], {})
         return self
 
     def _target_id(self, job: dict[str, Any]) -> int:
-        return self.store.find_target(job["target"]["key"]).id
+        return self.store.catalog.find_target(job["target"]["key"]).id
 
     def __exit__(self, *exc: object) -> None:
         self.http.close()
@@ -329,11 +329,11 @@ def test_raw_tir_needs_submit_code_and_is_refused_before_it_is_parsed(
     deployment: Deployment,
 ) -> None:
     body = {"tir": {"format": "tvmscript", "source": "import os"}, "trials": 4}
-    before = [job.id for job in deployment.store.list_jobs(limit=1000)]
+    before = [job.id for job in deployment.store.jobs.list_jobs(limit=1000)]
     response = deployment.post("submit", "/jobs", body)
     assert response.status_code == 403 and response.json()["loc"] == ["body", "tir"]
     assert response.json()["scope"] == "submit-code"
-    assert [job.id for job in deployment.store.list_jobs(limit=1000)] == before
+    assert [job.id for job in deployment.store.jobs.list_jobs(limit=1000)] == before
     # submit-code passes the rule (the source itself is then judged by the sandbox)
     allowed = deployment.post("submit-code", "/jobs", body)
     assert allowed.status_code not in (401, 403), allowed.text

@@ -24,8 +24,8 @@ def api(store_url: str, tmp_path: Path) -> Iterator[tuple[httpx.Client, Store, d
     store = Store(engine, tvm_series="0.27")
     ids = {(op, n): publish(store, op, n, tmp_path / "artifacts") for op in ("matmul", "dense")
            for n in (8, 16)}  # fmt: skip
-    queued = store.create_job(store.get_schedule(ids["dense", 8][0]).workload_id,
-                              store.list_targets()[0].id, 10**4, "q")  # fmt: skip
+    queued = store.jobs.create(store.schedules.get(ids["dense", 8][0]).workload_id,
+                              store.catalog.list_targets()[0].id, 10**4, "q")  # fmt: skip
     ids["queued"] = (None, queued.id)
     settings = Settings(
         data_dir=tmp_path, database_url=store_url, artifact_dir=tmp_path / "artifacts"
@@ -40,13 +40,13 @@ def api(store_url: str, tmp_path: Path) -> Iterator[tuple[httpx.Client, Store, d
 
 def _as_before(store: Store, schedule_id: int, detail: bool) -> dict:
     """What the route answered when it rendered the store's ORM rows."""
-    row = store.get_schedule(schedule_id)
-    record = store.get_record(row.record_id) if detail else None
+    row = store.schedules.get(schedule_id)
+    record = store.records.get(row.record_id) if detail else None
     return schedule_json(
         row,
-        store.get_workload(row.workload_id),
-        store.get_target(row.target_id),
-        store.get_artifact(row.artifact_id),
+        store.catalog.get_workload(row.workload_id),
+        store.catalog.get_target(row.target_id),
+        store.schedules.get_artifact(row.artifact_id),
         record,
         detail,
     )
@@ -71,23 +71,25 @@ def test_a_schedule_is_what_its_rows_say_and_its_etag_answers_304(api: tuple) ->
 
 def test_lists_and_jobs_are_what_their_rows_say(api: tuple) -> None:
     client, store, ids = api
-    workload_id = store.get_schedule(ids["matmul", 8][0]).workload_id
+    workload_id = store.schedules.get(ids["matmul", 8][0]).workload_id
     queries = [{}, {"operator": "dense"}, {"operator": "nope"}, {"limit": 2}]
     for query in [*queries, {"workload_id": workload_id}]:
         listed = client.get("/schedules", params=query)
         assert listed.status_code == 200, listed.text
         expected = [
             _as_before(store, row.id, detail=False)
-            for row in store.list_schedules(
+            for row in store.schedules.list_schedules(
                 query.get("operator"), None, query.get("workload_id"), query.get("limit", 100)
             )
         ]
         assert listed.json() == expected
     for _, job_id in ids.values():
-        job = store.get_job(job_id)
+        job = store.jobs.get(job_id)
         body = client.get(f"/jobs/{job_id}").json()
         expected = job_json(
-            job, store.get_workload(job.workload_id), store.get_target(job.target_id)
+            job,
+            store.catalog.get_workload(job.workload_id),
+            store.catalog.get_target(job.target_id),
         )
         waiting = body.pop("waiting_for")
         expected.pop("waiting_for")
@@ -98,7 +100,7 @@ def test_lists_and_jobs_are_what_their_rows_say(api: tuple) -> None:
 def test_artifacts_are_served_with_their_sha256(api: tuple) -> None:
     client, store, ids = api
     schedule_id = ids["dense", 16][0]
-    artifact = store.get_artifact(store.get_schedule(schedule_id).artifact_id)
+    artifact = store.schedules.get_artifact(store.schedules.get(schedule_id).artifact_id)
     response = client.get(f"/schedules/{schedule_id}/artifact")
     assert response.status_code == 200 and response.content == b"library dense 16"
     assert response.headers["x-content-sha256"] == artifact.sha256

@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 
 from schedules_db import Store, make_engine
-from schedules_db.store import target_key
+from schedules_db.keys import target_key
 from service.app import create_app
 from service.client import TunehubClient, TunehubError
 from service.settings import Settings
+from service.worker.runner import WorkerContext, run_next
 from tests.conftest import TINY, ServerThread
 from tests.e2e.helpers import cli
-from tuning.job_runner import WorkerContext, run_next
-from tuning.targets import current_tvm_series
+from tuning.hardware.targets import current_tvm_series
 
 
 def _server(data_dir: Path, database_url: str | None = None, artifacts: Path | None = None):  # noqa: ANN202
@@ -33,8 +33,8 @@ def test_export_is_a_database_plain_tvm_applies_and_import_round_trips(
     from tvm.s_tir import meta_schedule as ms
 
     from tuning.catalog import get_operator
-    from tuning.targets import resolve_target
-    from tuning.workload import catalog_workload
+    from tuning.catalog.workload import catalog_workload
+    from tuning.hardware.targets import resolve_target
 
     exported = tmp_path / "exported"
     with _server(tmp_path / "a", tuned_store["url"], tuned_store["artifact_dir"]) as server:
@@ -70,7 +70,7 @@ def test_export_is_a_database_plain_tvm_applies_and_import_round_trips(
         assert again["records_added"] == 0 and again["records_known"] >= 1
         engine = make_engine(f"sqlite:///{fresh / 'tunehub.db'}")
         store = Store(engine, tvm_series=current_tvm_series())
-        target_row = store.find_target(target_key(resolve_target("host").canonical))
+        target_row = store.catalog.find_target(target_key(resolve_target("host").canonical))
         context = WorkerContext(
             store=store, artifact_dir=fresh / "artifacts", worker_name="pytest-import",
             stale_after=timedelta(seconds=60), target_ids=(target_row.id,),
@@ -81,16 +81,18 @@ def test_export_is_a_database_plain_tvm_applies_and_import_round_trips(
         ]
         assert run_next(context) == "idle"
         source = tuned_store["store"]
-        original = source.top_k_records(tuned_store["workload_id"], tuned_store["target_id"], 1)
-        workload = store.find_workload(source.get_workload(tuned_store["workload_id"]).shash)
+        original = source.records.top_k(tuned_store["workload_id"], tuned_store["target_id"], 1)
+        workload = store.catalog.find_workload(
+            source.catalog.get_workload(tuned_store["workload_id"]).shash
+        )
         assert workload is not None  # same structural hash: the same workload
-        best_record = store.top_k_records(workload.id, target_row.id, 1)[0]
+        best_record = store.records.top_k(workload.id, target_row.id, 1)[0]
         assert best_record.mean_run_us == pytest.approx(original[0].mean_run_us)
         assert json.loads(best_record.trace_json) == json.loads(original[0].trace_json)
         sched = client.schedules()[0]
         assert sched["workload"]["structural_hash"] == workload.shash
         assert sched["max_abs_error"] < 1e-4
-        assert sched["trials"] == store.count_records(target_row.id, workload.id)
+        assert sched["trials"] == store.records.count(target_row.id, workload.id)
         engine.dispose()
 
 
@@ -145,8 +147,8 @@ def test_imported_numbers_and_traces_are_checked_before_anything_is_stored(
     import sqlite3
 
     from tuning.catalog import get_operator
-    from tuning.interchange import encode_workload_line
-    from tuning.workload import catalog_workload
+    from tuning.catalog.workload import catalog_workload
+    from tuning.publish.interchange import encode_workload_line
 
     spec = catalog_workload("matmul", get_operator("matmul").Params(**TINY))
     workload = encode_workload_line(spec.shash, spec.mod_json) + "\n"
@@ -176,7 +178,7 @@ def test_imported_numbers_and_traces_are_checked_before_anything_is_stored(
 def test_metaschedules_failed_candidates_import_as_failed_records() -> None:
     """A JSONDatabase holds failed candidates as run_secs [1e10]: they import (and teach the
     cost model nothing is there), while any other value past 1000 s is refused."""
-    from tuning.interchange import checked_run_secs
+    from tuning.publish.interchange import checked_run_secs
 
     assert checked_run_secs([1e10, 1e10]) == [1e10, 1e10]
     assert checked_run_secs([2e-5, 3]) == [2e-5, 3.0]

@@ -83,8 +83,7 @@ targets = st.one_of(
 tirs = st.fixed_dictionaries(
     {
         "format": st.sampled_from(["tvmscript", "json", "python"]),
-        "source": st.sampled_from(["", "x = 1", TIR_EXAMPLE, '{"root": 1}'])
-        | st.text(max_size=20),
+        "source": st.sampled_from(["", "x = 1", TIR_EXAMPLE, '{"root": 1}']) | st.text(max_size=20),
     }
 )
 FIELDS = {

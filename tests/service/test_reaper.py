@@ -8,7 +8,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from schedules_db import Store, make_engine, upgrade_schema
-from service.jobqueue import JobQueue
+from service.queue import JobQueue
 from service.reaper import Reaper
 from service.settings import Settings
 
@@ -25,11 +25,11 @@ def test_reaper_resends_lost_and_stale_jobs_and_purges_delivered(tmp_path: Path)
     engine = make_engine(settings.store_url)
     upgrade_schema(engine)
     store = Store(engine)
-    target = store.get_or_create_target({"kind": "llvm"}, "llvm", "llvm", {})
-    workload = store.get_or_create_workload("1", "{}", "matmul", {}, 1.0)
-    never_sent = store.create_job(workload.id, target.id, 8, "tunehub.q")
-    crashed = store.create_job(workload.id, target.id, 8, "tunehub.q")
-    assert store.claim_job(crashed.id, "dead", timedelta(seconds=90))
+    target = store.catalog.get_or_create_target({"kind": "llvm"}, "llvm", "llvm", {})
+    workload = store.catalog.get_or_create_workload("1", "{}", "matmul", {}, 1.0)
+    never_sent = store.jobs.create(workload.id, target.id, 8, "tunehub.q")
+    crashed = store.jobs.create(workload.id, target.id, 8, "tunehub.q")
+    assert store.jobs.claim(crashed.id, "dead", timedelta(seconds=90))
     time.sleep(0.01)
 
     queue = JobQueue(settings)
@@ -38,9 +38,9 @@ def test_reaper_resends_lost_and_stale_jobs_and_purges_delivered(tmp_path: Path)
     finally:
         queue.close()
     assert counts["requeued_stale"] == 1 and counts["resent"] == 2
-    job = store.get_job(crashed.id)
+    job = store.jobs.get(crashed.id)
     assert job.state == "queued" and "dead" in job.error
-    assert store.get_job(never_sent.id).enqueued_at is not None
+    assert store.jobs.get(never_sent.id).enqueued_at is not None
     payloads = [p for p, _ in _messages(tmp_path / "broker.db")]
     assert any(f"[{never_sent.id}]" in p for p in payloads)
     assert any(f"[{crashed.id}]" in p for p in payloads)

@@ -105,7 +105,7 @@ def test_a_stored_target_tunehub_no_longer_accepts_is_a_422_by_its_label(
 
     client, data_dir = api
     engine = make_engine(f"sqlite:///{data_dir / 'tunehub.db'}")
-    Store(engine).get_or_create_target({"keys": ["cpu"], "kind": "c"}, "c", "c", {})
+    Store(engine).catalog.get_or_create_target({"keys": ["cpu"], "kind": "c"}, "c", "c", {})
     engine.dispose()
     before = row_counts(data_dir)
     response = client.post("/jobs", json=_job("c"))

@@ -14,7 +14,7 @@ from tests.conftest import ServerThread
 from tests.service.rows import row_counts
 from tests.tuning.escapes import running
 from tuning.catalog import get_operator
-from tuning.workload import catalog_workload
+from tuning.catalog.workload import catalog_workload
 
 SHAPE = {"M": 8, "N": 12, "K": 4}
 

@@ -15,14 +15,14 @@ def running(code: str) -> str:
     hexed = code.encode().hex()
     run = f"('builtins').exec(bytes.fromhex('{hexed}').decode()) or 0"
     escape = f'"_" + "_import_" + "_{run}"'
-    return f'''
+    return f"""
 @T.prim_func(s_tir=True)
 def main(A: T.Buffer((4,), "float32"), B: T.Buffer((4,), "float32")):
     for i in range(4 + eval({escape})):
         with T.sblock("b"):
             vi = T.axis.spatial(4, i)
             B[vi] = A[vi]
-'''
+"""
 
 
 def reporting(code: str) -> str:

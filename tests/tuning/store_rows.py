@@ -4,15 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from tuning.targets import host_fingerprint, resolve_target
+from tuning.hardware.targets import host_fingerprint, resolve_target
 
 
 def host_and_workload(store: Any, spec: Any) -> tuple[int, int]:
     """(target id, workload id) of the host target and ``spec`` (a `WorkloadSpec`) in
     ``store``, created where missing."""
     host = resolve_target("host")
-    target = store.get_or_create_target(host.canonical, host.kind, host.label, host_fingerprint())
-    workload = store.get_or_create_workload(
+    target = store.catalog.get_or_create_target(
+        host.canonical, host.kind, host.label, host_fingerprint()
+    )
+    workload = store.catalog.get_or_create_workload(
         spec.shash, spec.mod_json, spec.operator, spec.params, spec.flop
     )
     return target.id, workload.id

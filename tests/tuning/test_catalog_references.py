@@ -9,9 +9,10 @@ from pydantic import ValidationError
 
 from tests.tuning.catalog_cases import CASES, case_id
 from tuning.catalog import get_operator, list_operators
-from tuning.targets import resolve_target
-from tuning.verify import check_close, compile_to_library, run_module
-from tuning.workload import arg_specs, catalog_workload
+from tuning.catalog.workload import catalog_workload
+from tuning.hardware.targets import resolve_target
+from tuning.ir import arg_specs
+from tuning.publish.verify import check_close, compile_to_library, run_module
 
 SEED_FLOOR = {
     "add",

@@ -13,14 +13,15 @@ import pytest
 import tvm
 
 from schedules_db import Store, make_engine, upgrade_schema
+from service.worker.runner import WorkerContext, run_job
 from tests.tuning.catalog_cases import CASES, case_id
 from tuning.catalog import get_operator
-from tuning.job_runner import WorkerContext, run_job
-from tuning.packing import PackedParam
-from tuning.spaces import resolve_space
-from tuning.targets import resolve_target
-from tuning.verify import check_close, run_module
-from tuning.workload import arg_specs, catalog_workload
+from tuning.catalog.workload import catalog_workload
+from tuning.hardware.targets import resolve_target
+from tuning.ir import arg_specs
+from tuning.publish.packing import PackedParam
+from tuning.publish.verify import check_close, run_module
+from tuning.search.spaces import resolve_space
 
 TRIALS = 2
 # Each case costs 10-50 s here; CI tunes one case per kind of kernel (contraction in fp16 and
@@ -57,27 +58,29 @@ def test_operator_tunes_and_verifies(case: tuple[str, dict], context: WorkerCont
     store = context.store
     spec = catalog_workload(name, get_operator(name).Params.model_validate(raw))
     target = resolve_target("host")
-    target_row = store.get_or_create_target(target.canonical, target.kind, target.label, {})
-    workload = store.get_or_create_workload(spec.shash, spec.mod_json, name, spec.params, spec.flop)
+    target_row = store.catalog.get_or_create_target(target.canonical, target.kind, target.label, {})
+    workload = store.catalog.get_or_create_workload(
+        spec.shash, spec.mod_json, name, spec.params, spec.flop
+    )
     op = get_operator(name)
     space = resolve_space("auto", op.constant_operands, target.kind)
-    job = store.create_job(workload.id, target_row.id, TRIALS, "q", space=space)
+    job = store.jobs.create(workload.id, target_row.id, TRIALS, "q", space=space)
     if job.cache_hit:
         # conv2d_bn_relu with folded BN is the same function as conv2d_bias_relu: one workload,
         # tuned once (when both run); its served kernel is checked against the unfolded BN below.
         assert name == "conv2d_bn_relu"
     else:
-        assert run_job(context, job.id) == "succeeded", store.get_job(job.id).error
+        assert run_job(context, job.id) == "succeeded", store.jobs.get(job.id).error
         # Small spaces (elementwise ops) may hold fewer distinct schedules than the budget: a
         # re-measured trace is not stored twice.
-        assert 1 <= store.count_records(target_row.id, workload.id, job.id, space) <= TRIALS
-    sched = store.get_schedule(store.get_job(job.id).schedule_id)
+        assert 1 <= store.records.count(target_row.id, workload.id, job.id, space) <= TRIALS
+    sched = store.schedules.get(store.jobs.get(job.id).schedule_id)
     assert sched.trials == TRIALS and 0 <= sched.max_abs_error < float("inf")
     # Independently of the worker's check: the served library, fresh inputs, the reference,
     # through the drop-in main and (for a packed best) pack_<i> + main_packed.
     params = op.Params.model_validate(raw)
     module = tvm.runtime.load_module(
-        str(context.artifact_dir / store.get_artifact(sched.artifact_id).path)
+        str(context.artifact_dir / store.schedules.get_artifact(sched.artifact_id).path)
     )
     func = spec.mod["main"]
     inputs, expected = op.make_case(params, func, np.random.default_rng(1234))

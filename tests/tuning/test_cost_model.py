@@ -8,16 +8,19 @@ from pathlib import Path
 import numpy as np
 
 from schedules_db import Store, make_engine, upgrade_schema
+from service.worker.runner import WorkerContext, run_job
 from tuning.catalog import get_operator
-from tuning.cost_model import MIN_RECORDS, newest_model, refresh, train
-from tuning.job_runner import WorkerContext, run_job
-from tuning.targets import current_tvm_series, resolve_target
-from tuning.workload import catalog_workload, load_mod
+from tuning.catalog.workload import catalog_workload
+from tuning.hardware.targets import current_tvm_series, resolve_target
+from tuning.ir import load_mod
+from tuning.search.cost_model import MIN_RECORDS, newest_model, refresh, train
 
 
 def _workload(store: Store, m: int, n: int, k: int) -> int:
     spec = catalog_workload("matmul", get_operator("matmul").Params(M=m, N=n, K=k))
-    return store.get_or_create_workload(spec.shash, spec.mod_json, "matmul", spec.params, 1.0).id
+    return store.catalog.get_or_create_workload(
+        spec.shash, spec.mod_json, "matmul", spec.params, 1.0
+    ).id
 
 
 def test_transfer_trains_on_all_workloads_of_the_target_and_jobs_start_from_it(
@@ -29,7 +32,7 @@ def test_transfer_trains_on_all_workloads_of_the_target_and_jobs_start_from_it(
     upgrade_schema(engine)
     store = Store(engine, tvm_series=current_tvm_series())
     host = resolve_target("host")
-    target_row = store.get_or_create_target(host.canonical, host.kind, host.label, {})
+    target_row = store.catalog.get_or_create_target(host.canonical, host.kind, host.label, {})
     target = tvm.target.Target(host.canonical)
     artifacts = tmp_path / "artifacts"
     context = WorkerContext(
@@ -38,11 +41,11 @@ def test_transfer_trains_on_all_workloads_of_the_target_and_jobs_start_from_it(
     # Two workloads tuned without transfer: too few records for a model before them.
     assert refresh(store, target_row.id, target_row.key, target, artifacts, 2) is None
     for shape in ((32, 32, 32), (48, 32, 16)):
-        job = store.create_job(_workload(store, *shape), target_row.id, 16, "q",
+        job = store.jobs.create(_workload(store, *shape), target_row.id, 16, "q",
                                transfer_cost_model=False)  # fmt: skip
         assert run_job(context, job.id) == "succeeded"
-        assert store.get_job(job.id).cost_model is None
-    assert store.count_records(target_row.id) >= MIN_RECORDS
+        assert store.jobs.get(job.id).cost_model is None
+    assert store.records.count(target_row.id) >= MIN_RECORDS
 
     # The model learns from both workloads and ranks a third one's candidates.
     model, seen = train(store, target_row.id, target, 2)
@@ -50,18 +53,18 @@ def test_transfer_trains_on_all_workloads_of_the_target_and_jobs_start_from_it(
     path = refresh(store, target_row.id, target_row.key, target, artifacts, 2)
     assert path is not None and newest_model(artifacts, target_row.key) == (
         path,
-        store.count_records(target_row.id),
+        store.records.count(target_row.id),
     )
     assert refresh(store, target_row.id, target_row.key, target, artifacts, 2) == path  # fresh
 
     # A new job starts from it (and says so); one that opts out does not.
-    warm = store.create_job(_workload(store, 40, 24, 32), target_row.id, 8, "q")
+    warm = store.jobs.create(_workload(store, 40, 24, 32), target_row.id, 8, "q")
     assert run_job(context, warm.id) == "succeeded"
-    assert store.get_job(warm.id).cost_model == path.name
-    cold = store.create_job(_workload(store, 24, 40, 32), target_row.id, 8, "q",
+    assert store.jobs.get(warm.id).cost_model == path.name
+    cold = store.jobs.create(_workload(store, 24, 40, 32), target_row.id, 8, "q",
                             transfer_cost_model=False)  # fmt: skip
     assert run_job(context, cold.id) == "succeeded"
-    assert store.get_job(cold.id).cost_model is None
+    assert store.jobs.get(cold.id).cost_model is None
 
     # The saved model loads and predicts finite scores for unseen candidates.
     from tvm.s_tir.meta_schedule import TuneContext
@@ -72,7 +75,7 @@ def test_transfer_trains_on_all_workloads_of_the_target_and_jobs_start_from_it(
 
     loaded = XGBModel(num_tuning_cores=2)
     loaded.load(str(path))
-    mod = load_mod(store.get_workload(_workload(store, 40, 24, 32)).mod_json)
+    mod = load_mod(store.catalog.get_workload(_workload(store, 40, 24, 32)).mod_json)
     scores = loaded.predict(
         TuneContext(mod=mod, target=target, task_name="main"),
         [MeasureCandidate(Schedule(mod), ArgInfo.from_prim_func(mod["main"]))],

@@ -9,12 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from schedules_db import Store, make_engine, upgrade_schema
-from schedules_db.ms_database import StoreDatabase
-from schedules_db.store import NewRecord, NewSchedule, tvm_series
+from schedules_db.keys import tvm_series
+from schedules_db.values import NewRecord, NewSchedule
+from service.worker.runner import WorkerContext, run_job
+from service.worker.store_database import StoreDatabase
 from tuning.catalog import get_operator
-from tuning.job_runner import WorkerContext, run_job
-from tuning.targets import current_tvm_series, resolve_target
-from tuning.workload import catalog_workload
+from tuning.catalog.workload import catalog_workload
+from tuning.hardware.targets import current_tvm_series, resolve_target
 
 
 def test_tvm_series_of_versions() -> None:
@@ -29,37 +30,39 @@ def test_a_bigger_budget_continues_from_the_stored_records(tmp_path: Path) -> No
     from tvm.s_tir.meta_schedule.cost_model import RandomModel
     from tvm.s_tir.meta_schedule.search_strategy import SearchStrategy
 
-    from tuning.fresh_candidates import FreshCandidates
+    from tuning.search.fresh_candidates import FreshCandidates
 
     engine = make_engine(f"sqlite:///{tmp_path / 'store.db'}")
     upgrade_schema(engine)
     store = Store(engine, tvm_series=current_tvm_series())
     spec = catalog_workload("matmul", get_operator("matmul").Params(M=48, N=64, K=32))
     target = resolve_target("host")
-    tid = store.get_or_create_target(target.canonical, target.kind, target.label, {}).id
-    wid = store.get_or_create_workload(spec.shash, spec.mod_json, "matmul", spec.params, 1.0).id
+    tid = store.catalog.get_or_create_target(target.canonical, target.kind, target.label, {}).id
+    wid = store.catalog.get_or_create_workload(
+        spec.shash, spec.mod_json, "matmul", spec.params, 1.0
+    ).id
     context = WorkerContext(
         store=store, artifact_dir=tmp_path / "artifacts", worker_name="pytest",
         num_trials_per_iter=4,
     )  # fmt: skip
 
-    first = store.create_job(wid, tid, 8, "q")
+    first = store.jobs.create(wid, tid, 8, "q")
     assert run_job(context, first.id) == "succeeded"
-    best_after_first = store.best_schedule(wid, tid)
+    best_after_first = store.schedules.best(wid, tid)
     assert best_after_first.trials == 8
 
     # Same budget again: a cache hit, no worker involved.
-    again = store.create_job(wid, tid, 8, "q")
+    again = store.jobs.create(wid, tid, 8, "q")
     assert again.cache_hit and again.schedule_id == best_after_first.id
 
-    more = store.create_job(wid, tid, 16, "q")
+    more = store.jobs.create(wid, tid, 16, "q")
     assert not more.cache_hit
     assert run_job(context, more.id) == "succeeded"
     # Only the 8 missing candidates were measured, all of them new.
-    assert store.count_records(tid, wid, more.id) == 8
-    assert store.count_records(tid, wid) == 16
-    best = store.best_schedule(wid, tid)
-    assert best.trials == 16 and store.get_job(more.id).trials_done == 16
+    assert store.records.count(tid, wid, more.id) == 8
+    assert store.records.count(tid, wid) == 16
+    best = store.schedules.best(wid, tid)
+    assert best.trials == 16 and store.jobs.get(more.id).trials_done == 16
     assert best.latency_us <= best_after_first.latency_us
 
     # MetaSchedule's evolutionary search seeds each round with the database's best records and
@@ -68,7 +71,7 @@ def test_a_bigger_budget_continues_from_the_stored_records(tmp_path: Path) -> No
     database = StoreDatabase(store, tid)
     # The store's text form of a trace is what is_stored compares: every stored record is found.
     workload = database.commit_workload(spec.mod)
-    for row in store.records(tid):
+    for row in store.records.list_records(tid):
         assert database.is_stored(spec.mod, database._to_record(row, workload).trace)
 
     def search(is_stored: Callable[[Any, Any], bool]) -> Any:
@@ -98,32 +101,32 @@ def test_records_never_cross_targets_or_tvm_series(tmp_path: Path) -> None:
     engine = make_engine(f"sqlite:///{tmp_path / 'store.db'}")
     upgrade_schema(engine)
     store = Store(engine, tvm_series="0.27")
-    ta = store.get_or_create_target({"kind": "llvm", "mcpu": "a"}, "llvm", "a", {}).id
-    tb = store.get_or_create_target({"kind": "llvm", "mcpu": "b"}, "llvm", "b", {}).id
-    wid = store.get_or_create_workload("9", "{}", "matmul", {}, 1.0).id
+    ta = store.catalog.get_or_create_target({"kind": "llvm", "mcpu": "a"}, "llvm", "a", {}).id
+    tb = store.catalog.get_or_create_target({"kind": "llvm", "mcpu": "b"}, "llvm", "b", {}).id
+    wid = store.catalog.get_or_create_workload("9", "{}", "matmul", {}, 1.0).id
     record = NewRecord(trace_json="[1]", run_secs=[1e-5] * 3, args_info=[], tvm_version="0.27.0")
-    assert store.add_record(wid, ta, None, record)
-    assert len(store.top_k_records(wid, ta, 5)) == 1
-    assert store.top_k_records(wid, tb, 5) == [] and store.count_records(tb) == 0
-    assert store.records(tb) == [] and not store.has_trace(wid, tb, "[1]")
+    assert store.records.add(wid, ta, None, record)
+    assert len(store.records.top_k(wid, ta, 5)) == 1
+    assert store.records.top_k(wid, tb, 5) == [] and store.records.count(tb) == 0
+    assert store.records.list_records(tb) == [] and not store.records.has_trace(wid, tb, "[1]")
     # MetaSchedule's view through the adapter, bound to target B, sees nothing of A.
     assert len(StoreDatabase(store, tb)) == 0 and len(StoreDatabase(store, ta)) == 1
     # The same trace measured with another TVM series is a separate record, invisible here.
     old = NewRecord(trace_json="[1]", run_secs=[2e-5] * 3, args_info=[], tvm_version="0.26.1")
-    assert store.add_record(wid, ta, None, old)
-    assert [r.tvm_version for r in store.top_k_records(wid, ta, 5)] == ["0.27.0"]
+    assert store.records.add(wid, ta, None, old)
+    assert [r.tvm_version for r in store.records.top_k(wid, ta, 5)] == ["0.27.0"]
     older_store = Store(engine, tvm_series="0.26")
-    assert [r.tvm_version for r in older_store.top_k_records(wid, ta, 5)] == ["0.26.1"]
+    assert [r.tvm_version for r in older_store.records.top_k(wid, ta, 5)] == ["0.26.1"]
     # A best schedule verified under 0.26 is served to 0.26 lookups only.
-    job = older_store.create_job(wid, ta, 1, "q")
-    assert older_store.claim_job(job.id, "w", timedelta(seconds=60))
-    old_record = older_store.top_k_records(wid, ta, 1)[0]
-    sched_id = older_store.finish_job(job.id, "w", _schedule(old_record.id))
-    assert older_store.get_schedule(sched_id).tvm_series == "0.26"
-    assert older_store.best_schedule(wid, ta).id == sched_id
-    assert store.best_schedule(wid, ta) is None and store.list_schedules() == []
-    assert not store.create_job(wid, ta, 1, "q").cache_hit
-    assert older_store.create_job(wid, ta, 1, "q").cache_hit
+    job = older_store.jobs.create(wid, ta, 1, "q")
+    assert older_store.jobs.claim(job.id, "w", timedelta(seconds=60))
+    old_record = older_store.records.top_k(wid, ta, 1)[0]
+    sched_id = older_store.schedules.publish(job.id, "w", _schedule(old_record.id))
+    assert older_store.schedules.get(sched_id).tvm_series == "0.26"
+    assert older_store.schedules.best(wid, ta).id == sched_id
+    assert store.schedules.best(wid, ta) is None and store.schedules.list_schedules() == []
+    assert not store.jobs.create(wid, ta, 1, "q").cache_hit
+    assert older_store.jobs.create(wid, ta, 1, "q").cache_hit
     engine.dispose()
 
 
@@ -141,15 +144,17 @@ def test_the_plain_function_is_served_when_no_candidate_beats_it(tmp_path: Path)
     is what gets published."""
     from tvm.s_tir.schedule import Schedule
 
-    from schedules_db.ms_database import trace_to_text
+    from service.worker.store_database import trace_to_text
 
     engine = make_engine(f"sqlite:///{tmp_path / 'store.db'}")
     upgrade_schema(engine)
     store = Store(engine, tvm_series=current_tvm_series())
     spec = catalog_workload("add", get_operator("add").Params(shape=[16]))
     target = resolve_target("host")
-    tid = store.get_or_create_target(target.canonical, target.kind, target.label, {}).id
-    wid = store.get_or_create_workload(spec.shash, spec.mod_json, "add", spec.params, 16.0).id
+    tid = store.catalog.get_or_create_target(target.canonical, target.kind, target.label, {}).id
+    wid = store.catalog.get_or_create_workload(
+        spec.shash, spec.mod_json, "add", spec.params, 16.0
+    ).id
     sch = Schedule(spec.mod)
     block = sch.get_sblock("T_add") if hasattr(sch, "get_sblock") else sch.get_block("T_add")
     sch.parallel(sch.get_loops(block)[0])
@@ -159,11 +164,11 @@ def test_the_plain_function_is_served_when_no_candidate_beats_it(tmp_path: Path)
         args_info=[],
         tvm_version=__import__("tvm").__version__,
     )
-    assert store.add_record(wid, tid, None, slow)
-    job = store.create_job(wid, tid, 1, "q")  # the budget is covered: no search, verify only
+    assert store.records.add(wid, tid, None, slow)
+    job = store.jobs.create(wid, tid, 1, "q")  # the budget is covered: no search, verify only
     context = WorkerContext(store=store, artifact_dir=tmp_path / "a", worker_name="pytest")
     assert run_job(context, job.id) == "succeeded"
-    best = store.best_schedule(wid, tid)
+    best = store.schedules.best(wid, tid)
     assert best.record_id is None and best.latency_us == best.untuned_latency_us
     assert "T.parallel" not in best.tir
     assert best.max_abs_error < 1e-6  # checked against the numpy reference like any candidate

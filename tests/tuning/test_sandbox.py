@@ -1,6 +1,6 @@
 """User code runs only in the jail: probes from inside it, hostile documents, forged answers,
 limits, the concurrency cap and a host where isolation cannot be built. Everything here runs
-real TVMScript through the real isolated children (`tuning.sandbox`, `tuning.tir_sandbox`),
+real TVMScript through the real isolated children (`tuning.sandbox`, `tuning.sandbox.user_tir`),
 with the syntax filter (defence in depth, which refuses these scripts' ``eval`` before any
 child starts) switched off: the jail must hold on its own."""
 
@@ -18,15 +18,15 @@ import pytest
 
 from tests.tuning.escapes import report_of, reporting, running
 from tuning.catalog import get_operator
+from tuning.catalog.workload import catalog_workload
 from tuning.sandbox import Limits, SandboxBusy, SandboxFailed, run_isolated, set_max_concurrent
-from tuning.tir_sandbox import TirRejected, parse_untrusted
-from tuning.tir_sandbox import check_syntax as syntax_filter
-from tuning.workload import catalog_workload
+from tuning.sandbox.user_tir import TirRejected, parse_untrusted
+from tuning.sandbox.user_tir import check_syntax as syntax_filter
 
 
 @pytest.fixture(autouse=True)
 def _without_syntax_filter(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("tuning.tir_sandbox.check_syntax", lambda source: source)
+    monkeypatch.setattr("tuning.sandbox.user_tir.check_syntax", lambda source: source)
 
 
 def test_the_syntax_filter_refuses_the_escapes_before_any_child_starts() -> None:
@@ -281,7 +281,7 @@ def test_without_isolation_nothing_is_parsed(tmp_path: Path) -> None:
     the parse instead of parsing in the open."""
     code = (
         "from tuning.sandbox import SandboxUnavailable\n"
-        "from tuning.tir_sandbox import parse_untrusted\n"
+        "from tuning.sandbox.user_tir import parse_untrusted\n"
         "try:\n"
         f"    parse_untrusted('tvmscript', {_matmul_script()!r})\n"
         "except SandboxUnavailable as err:\n"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tuning.search import batch_size, population_size
+from tuning.search.loop import batch_size, population_size
 
 
 def test_batches_report_at_least_four_times_but_hold_eight_candidates() -> None:

@@ -6,11 +6,12 @@ from __future__ import annotations
 import numpy as np
 
 from tuning.catalog import get_operator
-from tuning.seeding import _size_distance, neighbour_seeds, neighbours, refit_tiles
-from tuning.spaces import PLAIN, space_generator
-from tuning.targets import resolve_target
-from tuning.verify import check_close, compile_to_library, run_module
-from tuning.workload import arg_specs, catalog_workload, structural_hash
+from tuning.catalog.workload import catalog_workload
+from tuning.hardware.targets import resolve_target
+from tuning.ir import arg_specs, structural_hash
+from tuning.publish.verify import check_close, compile_to_library, run_module
+from tuning.search.seeding import _size_distance, neighbour_seeds, neighbours, refit_tiles
+from tuning.search.spaces import PLAIN, space_generator
 
 
 def test_refit_keeps_the_inner_tiles_that_divide() -> None:
@@ -39,7 +40,9 @@ def test_neighbour_traces_seed_a_new_shape_and_compute_it(tuned_store: dict, tmp
     op = get_operator("matmul")
     params = op.Params(M=48, N=32, K=64)
     spec = catalog_workload("matmul", params)
-    row = store.get_or_create_workload(spec.shash, spec.mod_json, "matmul", spec.params, spec.flop)
+    row = store.catalog.get_or_create_workload(
+        spec.shash, spec.mod_json, "matmul", spec.params, spec.flop
+    )
     # The session's store holds other matmuls too (other tests add them); all are neighbours.
     found = neighbours(store, row)
     assert tuned_store["workload_id"] in [n.id for n in found]
@@ -69,13 +72,15 @@ def test_a_warm_job_measures_its_neighbours_seeds_first(tuned_store: dict) -> No
     from tvm.s_tir.meta_schedule import TuneContext
     from tvm.s_tir.schedule import Schedule
 
-    from tuning.job_runner import run_job
-    from tuning.verify import apply_trace
+    from service.worker.runner import run_job
+    from tuning.publish.verify import apply_trace
 
     store, tid = tuned_store["store"], tuned_store["target_id"]
     params = get_operator("matmul").Params(M=40, N=32, K=24)
     spec = catalog_workload("matmul", params)
-    row = store.get_or_create_workload(spec.shash, spec.mod_json, "matmul", spec.params, spec.flop)
+    row = store.catalog.get_or_create_workload(
+        spec.shash, spec.mod_json, "matmul", spec.params, spec.flop
+    )
     target = tvm.target.Target(resolve_target("host").canonical)
     context = TuneContext(
         mod=spec.mod, target=target, space_generator=space_generator(PLAIN, target)
@@ -89,11 +94,11 @@ def test_a_warm_job_measures_its_neighbours_seeds_first(tuned_store: dict) -> No
         return structural_hash(sch.mod)
 
     # A budget of one batch (the context measures batches of 4): the seeds are the whole job.
-    job = store.create_job(row.id, tid, 4, "q", transfer_cost_model=True)
-    assert run_job(tuned_store["context"], job.id) == "succeeded", store.get_job(job.id).error
-    records = store.records(tid, row.id, job.id)
+    job = store.jobs.create(row.id, tid, 4, "q", transfer_cost_model=True)
+    assert run_job(tuned_store["context"], job.id) == "succeeded", store.jobs.get(job.id).error
+    records = store.records.list_records(tid, row.id, job.id)
     first = len(seeds[:4])
-    assert store.get_job(job.id).trials_done == len(records) == first
+    assert store.jobs.get(job.id).trials_done == len(records) == first
     measured_first = [structural_hash(apply_trace(spec.mod, r.trace_json)) for r in records]
     assert measured_first[:first] == [scheduled(t) for t in seeds[:first]]
     assert all(r.mean_run_us is not None for r in records[:first])

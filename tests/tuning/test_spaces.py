@@ -7,8 +7,11 @@ import numpy as np
 import pytest
 
 from tuning.catalog import get_operator
-from tuning.packing import PACKED_ENTRY, split_packed
-from tuning.spaces import (
+from tuning.catalog.workload import catalog_workload
+from tuning.hardware.targets import resolve_target
+from tuning.publish.packing import PACKED_ENTRY, split_packed
+from tuning.publish.verify import run_module
+from tuning.search.spaces import (
     PACKED,
     PLAIN,
     SpaceError,
@@ -17,9 +20,6 @@ from tuning.spaces import (
     space_module,
     vector_bits,
 )
-from tuning.targets import resolve_target
-from tuning.verify import run_module
-from tuning.workload import catalog_workload
 
 
 def test_auto_is_packed_only_for_weights_on_a_cpu() -> None:
@@ -123,13 +123,13 @@ def test_packed_schedule_splits_into_pack_and_kernel_that_match_numpy(
 
 
 def test_plain_schedule_is_left_alone(tuned_store: dict) -> None:
-    from tuning.verify import apply_trace
-    from tuning.workload import load_mod
+    from tuning.ir import load_mod
+    from tuning.publish.verify import apply_trace
 
     store = tuned_store["store"]
-    record = store.top_k_records(tuned_store["workload_id"], tuned_store["target_id"], 1)[0]
+    record = store.records.top_k(tuned_store["workload_id"], tuned_store["target_id"], 1)[0]
     assert record.space == PLAIN
-    mod = load_mod(store.get_workload(tuned_store["workload_id"]).mod_json)
+    mod = load_mod(store.catalog.get_workload(tuned_store["workload_id"]).mod_json)
     split = split_packed(apply_trace(mod, record.trace_json))
     assert split.packed == [] and split.entry == "main"
     assert split.mod.script() == apply_trace(mod, record.trace_json).script()
@@ -142,8 +142,8 @@ def test_a_packed_job_publishes_a_verified_packed_kernel(tmp_path) -> None:
     import tvm
 
     from schedules_db import Store, make_engine, upgrade_schema
+    from service.worker.runner import WorkerContext, run_job
     from tests.tuning.store_rows import host_and_workload
-    from tuning.job_runner import WorkerContext, run_job
 
     engine = make_engine(f"sqlite:///{tmp_path / 'store.db'}")
     upgrade_schema(engine)
@@ -152,20 +152,20 @@ def test_a_packed_job_publishes_a_verified_packed_kernel(tmp_path) -> None:
     params = op.Params(M=64, N=64, K=64)
     spec = catalog_workload("matmul", params)
     target_id, workload_id = host_and_workload(store, spec)
-    job = store.create_job(workload_id, target_id, 8, "tunehub.test", space=PACKED)
+    job = store.jobs.create(workload_id, target_id, 8, "tunehub.test", space=PACKED)
     context = WorkerContext(store, tmp_path / "artifacts", "pytest", num_trials_per_iter=4, seed=5)
-    assert run_job(context, job.id) == "succeeded", store.get_job(job.id).error
-    records = store.records(target_id, workload_id, job.id)
+    assert run_job(context, job.id) == "succeeded", store.jobs.get(job.id).error
+    records = store.records.list_records(target_id, workload_id, job.id)
     assert len(records) == 8 and {r.space for r in records} == {PACKED}
-    schedule = store.get_schedule(store.get_job(job.id).schedule_id)
+    schedule = store.schedules.get(store.jobs.get(job.id).schedule_id)
     # 64^3 tuned and packed is far faster than the single-threaded plain loop nest.
     assert schedule.space == PACKED and schedule.latency_us < schedule.untuned_latency_us
     assert [p["index"] for p in schedule.packed_params] == [1]
     assert schedule.packed_params[0]["function"] == "pack_1"
     module = tvm.runtime.load_module(
-        str(tmp_path / "artifacts" / store.get_artifact(schedule.artifact_id).path)
+        str(tmp_path / "artifacts" / store.schedules.get_artifact(schedule.artifact_id).path)
     )
-    from tuning.packing import PackedParam
+    from tuning.publish.packing import PackedParam
 
     packed = [PackedParam(**p) for p in schedule.packed_params]
     inputs, expected = op.make_case(params, spec.mod["main"], np.random.default_rng(1))
@@ -173,9 +173,9 @@ def test_a_packed_job_publishes_a_verified_packed_kernel(tmp_path) -> None:
         actual = run_module(module, "llvm", inputs, [64, 64], "float32", layout)
         np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-4)
     # A plain job for the same workload keeps its own budget: the packed records do not count.
-    plain = store.create_job(workload_id, target_id, 8, "tunehub.test", space=PLAIN)
+    plain = store.jobs.create(workload_id, target_id, 8, "tunehub.test", space=PLAIN)
     assert plain.state == "queued"
-    assert store.count_records(target_id, workload_id, space=PLAIN) == 0
+    assert store.records.count(target_id, workload_id, space=PLAIN) == 0
     engine.dispose()
 
 
@@ -183,7 +183,7 @@ def _block_split(operator: str, params: dict):  # noqa: ANN202
     """`channel_split` of the operator's contraction block, in the packed space on AVX-512."""
     from tvm.s_tir.schedule import Schedule
 
-    from tuning.channel_vectors import channel_split
+    from tuning.search.channel_vectors import channel_split
 
     op = get_operator(operator)
     spec = catalog_workload(operator, op.Params(**params))
@@ -215,8 +215,8 @@ def test_nchw_conv_packed_schedule_vectorises_channels_and_matches_numpy(tmp_pat
     from tvm.s_tir.meta_schedule import _ffi_api
     from tvm.s_tir.meta_schedule.database import TuningRecord, Workload
 
-    from schedules_db.ms_database import trace_to_text
-    from tuning.verify import apply_trace
+    from service.worker.store_database import trace_to_text
+    from tuning.publish.verify import apply_trace
 
     params = {"layout": "NCHW", "N": 1, "C": 16, "H": 8, "W": 6, "K": 32, "R": 3, "S": 3}
     params["padding"] = 1

@@ -7,9 +7,9 @@ import pytest
 from pydantic import ValidationError
 
 from tuning.catalog import get_operator, list_operators
-from tuning.targets import TargetError, resolve_target
-from tuning.verify import VerificationError, check_close
-from tuning.workload import catalog_workload
+from tuning.catalog.workload import catalog_workload
+from tuning.hardware.targets import TargetError, resolve_target
+from tuning.publish.verify import VerificationError, check_close
 
 
 def test_host_target_has_the_real_cpu_and_cores() -> None:
@@ -24,20 +24,42 @@ def test_host_target_has_the_real_cpu_and_cores() -> None:
 
 
 ZEN4_FLAGS_WITHOUT_AVX512 = {  # a Zen 4 VM whose hypervisor hides AVX-512 and GFNI
-    "sse", "sse2", "sse3", "ssse3", "sse41", "sse42", "sse4a", "avx", "avx2", "fma", "f16c",
-    "vaes", "vpclmulqdq",
+    "sse",
+    "sse2",
+    "sse3",
+    "ssse3",
+    "sse41",
+    "sse42",
+    "sse4a",
+    "avx",
+    "avx2",
+    "fma",
+    "f16c",
+    "vaes",
+    "vpclmulqdq",
 }
 
 
 def test_vector_features_the_cpu_lacks_are_switched_off() -> None:
-    from tuning.targets import missing_vector_features
+    from tuning.hardware.targets import missing_vector_features
 
     znver4 = {"kind": "llvm", "mcpu": "znver4"}
     assert missing_vector_features(znver4, ZEN4_FLAGS_WITHOUT_AVX512) == ["avx512f", "gfni"]
-    full = ZEN4_FLAGS_WITHOUT_AVX512 | {"gfni", "avx512f", "avx512bw", "avx512cd", "avx512dq",
-                                        "avx512vl", "avx512bf16", "avx512bitalg", "avx512ifma",
-                                        "avx512vbmi", "avx512vbmi2", "avx512vnni",
-                                        "avx512vpopcntdq"}
+    full = ZEN4_FLAGS_WITHOUT_AVX512 | {
+        "gfni",
+        "avx512f",
+        "avx512bw",
+        "avx512cd",
+        "avx512dq",
+        "avx512vl",
+        "avx512bf16",
+        "avx512bitalg",
+        "avx512ifma",
+        "avx512vbmi",
+        "avx512vbmi2",
+        "avx512vnni",
+        "avx512vpopcntdq",
+    }
     assert missing_vector_features(znver4, full) == []
     assert missing_vector_features(znver4, None) == []
     label = resolve_target(dict(znver4, mattr=["-avx512f", "-gfni"], **{"num-cores": 2})).label
@@ -50,7 +72,7 @@ def test_host_target_implies_only_what_this_cpu_has_and_its_code_runs() -> None:
     import subprocess
     import sys
 
-    from tuning.targets import cpu_flags, missing_vector_features
+    from tuning.hardware.targets import cpu_flags, missing_vector_features
 
     host = resolve_target("host")
     # Every vector feature the host target implies is in /proc/cpuinfo: nothing left to switch off.
@@ -152,7 +174,7 @@ def test_targets_tvm_accepts_but_tunehub_cannot_serve_are_refused(
 def test_targets_of_known_names_are_accepted_without_the_hardware() -> None:
     """Names are checked, not the machine: a cuda target resolves on this GPU-less host, an
     aarch64 one on x86, and the host's own target (with any features it switches off) too."""
-    from tuning.targets import cuda_archs
+    from tuning.hardware.targets import cuda_archs
 
     assert resolve_target({"kind": "llvm", "mcpu": "znver4", "num-cores": 2}).label == "znver4-2c"
     assert resolve_target({"kind": "cuda", "arch": "sm_80"}).label == "cuda-sm_80"

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from tuning.targets import physical_cores
-from tuning.threads import ENV, target_threads
+from tuning.hardware.targets import physical_cores
+from tuning.hardware.threads import ENV, target_threads
 
 CPUS = os.cpu_count() or 1
 
@@ -44,7 +44,7 @@ def test_tvm_alone_uses_half_the_cpus_on_x86() -> None:
 def test_pinning_gives_the_target_its_cores_here_and_in_child_processes() -> None:
     code = (
         "import subprocess, sys\n"
-        "from tuning.threads import pin_runtime_threads\n"
+        "from tuning.hardware.threads import pin_runtime_threads\n"
         f"print(pin_runtime_threads({CPUS}))\n"
         "child = 'import tvm; print(tvm.runtime.num_threads())'\n"
         "print(subprocess.run([sys.executable, '-c', child], capture_output=True, text=True,"
@@ -57,5 +57,5 @@ def test_pinning_gives_the_target_its_cores_here_and_in_child_processes() -> Non
 
 
 def test_counts_above_the_machine_are_capped() -> None:
-    assert int(_python(f"from tuning.threads import pin_runtime_threads\n"
+    assert int(_python(f"from tuning.hardware.threads import pin_runtime_threads\n"
                        f"print(pin_runtime_threads({CPUS + 6}))")) == CPUS  # fmt: skip

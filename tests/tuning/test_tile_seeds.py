@@ -8,11 +8,12 @@ import pytest
 
 from tests.tuning.test_spaces import _library_matches_numpy
 from tuning.catalog import get_operator
-from tuning.packing import split_packed
-from tuning.spaces import PACKED, register_tile_limit, space_generator, space_module
-from tuning.targets import resolve_target
-from tuning.tile_seeds import TileLoop, plan_decisions, register_blocks, register_tile_seeds
-from tuning.workload import catalog_workload, structural_hash
+from tuning.catalog.workload import catalog_workload
+from tuning.hardware.targets import resolve_target
+from tuning.ir import structural_hash
+from tuning.publish.packing import split_packed
+from tuning.search.spaces import PACKED, register_tile_limit, space_generator, space_module
+from tuning.search.tile_seeds import TileLoop, plan_decisions, register_blocks, register_tile_seeds
 
 
 def test_register_blocks_fill_the_budget_with_divisors() -> None:
@@ -114,11 +115,11 @@ def test_a_packed_job_measures_its_register_tile_seeds_first(tmp_path) -> None:
     """A packed job's first batch is its register-tile seeds (stored, counted, measured), and
     a later job of the workload would not measure them again."""
     from schedules_db import Store, make_engine, upgrade_schema
-    from schedules_db.ms_database import StoreDatabase
+    from service.worker.runner import WorkerContext, run_job
+    from service.worker.store_database import StoreDatabase
     from tests.tuning.store_rows import host_and_workload
-    from tuning.job_runner import WorkerContext, run_job
-    from tuning.search import first_batch
-    from tuning.verify import apply_trace
+    from tuning.publish.verify import apply_trace
+    from tuning.search.loop import first_batch
 
     engine = make_engine(f"sqlite:///{tmp_path / 'store.db'}")
     upgrade_schema(engine)
@@ -127,10 +128,10 @@ def test_a_packed_job_measures_its_register_tile_seeds_first(tmp_path) -> None:
     seeds = register_tile_seeds(context, cores=2)
     target_id, workload_id = host_and_workload(store, spec)
     worker = WorkerContext(store, tmp_path / "artifacts", "pytest", num_trials_per_iter=4, seed=3)
-    job = store.create_job(workload_id, target_id, 4, "tunehub.test", space=PACKED)
-    assert run_job(worker, job.id) == "succeeded", store.get_job(job.id).error
-    records = store.records(target_id, workload_id, job.id)
-    assert store.get_job(job.id).trials_done == len(records) == 4
+    job = store.jobs.create(workload_id, target_id, 4, "tunehub.test", space=PACKED)
+    assert run_job(worker, job.id) == "succeeded", store.jobs.get(job.id).error
+    records = store.records.list_records(target_id, workload_id, job.id)
+    assert store.jobs.get(job.id).trials_done == len(records) == 4
     measured = [structural_hash(apply_trace(mod, r.trace_json)) for r in records]
     assert measured == [structural_hash(_scheduled(mod, t)) for t in seeds[:4]]
     assert all(r.mean_run_us is not None for r in records)

@@ -30,7 +30,7 @@ class Operator(ABC):
     Params: ClassVar[type[OpParams]]
     example: ClassVar[dict[str, Any]]
     # Positions of the parameters that are constants in deployment (weights): the packed search
-    # space may choose their memory layout (tuning.spaces). Empty: every operand is data.
+    # space may choose their memory layout (tuning.search.spaces). Empty: every operand is data.
     constant_operands: ClassVar[tuple[int, ...]] = ()
 
     @abstractmethod
@@ -62,7 +62,7 @@ class Operator(ABC):
         self, params: OpParams, func: Any, rng: np.random.Generator
     ) -> list[np.ndarray]:
         """Random inputs matching the PrimFunc's input buffers (floats uniform in [-1, 1))."""
-        from tuning.workload import arg_specs
+        from tuning.ir import arg_specs
 
         return [random_operand(shape, dtype, rng) for shape, dtype in arg_specs(func)[:-1]]
 

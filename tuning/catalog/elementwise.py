@@ -116,7 +116,7 @@ class _Unary(Operator):
         return self.flop_per_element * _size(params.shape)
 
     def make_inputs(self, params: OpParams, func: Any, rng: np.random.Generator) -> list:
-        from tuning.workload import arg_specs
+        from tuning.ir import arg_specs
 
         shape, dtype = arg_specs(func)[0]
         return [random_operand(shape, dtype, rng, low=self.low)]

@@ -3,7 +3,7 @@
 Runs unprivileged, without network, in a read-only root (see `tuning.sandbox.jail`). The
 answer goes to a private copy of stdout; stdout itself is pointed at stderr first, so nothing
 the untrusted input makes Python or TVM print can be mistaken for the answer. Tasks are the
-functions of `tuning.untrusted`; a task's exception is the submitter's to read and becomes
+functions of `tuning.sandbox.tasks`; a task's exception is the submitter's to read and becomes
 ``{"ok": false, "error": ...}``.
 """
 
@@ -29,11 +29,11 @@ def main() -> None:
     sys.stdout = sys.stderr
     request = json.loads(sys.stdin.read())
     try:
-        from tuning import untrusted
+        from tuning.sandbox import tasks
 
-        task = untrusted.TASKS[request.pop("task")]
+        task = tasks.TASKS[request.pop("task")]
         answer: dict[str, Any] = {"ok": True, **task(**request)}
-    except untrusted.Refused as err:
+    except tasks.Refused as err:
         answer = {"ok": False, "error": str(err)[:1000]}
     except Exception as err:  # noqa: BLE001 - any failure on the input is the submitter's
         answer = {"ok": False, "error": _reason(err)}
@@ -41,5 +41,5 @@ def main() -> None:
     os.write(answer_fd, FRAME + str(len(body)).encode() + b"\n")
     view = memoryview(body)
     while view:
-        view = view[os.write(answer_fd, view):]
+        view = view[os.write(answer_fd, view) :]
     os._exit(0)  # no atexit handlers, no TVM teardown: the answer is out

@@ -235,7 +235,8 @@ def _make_cgroups(uid: int, limits: Limits) -> list[Path]:
         _warned.append(True)
         log.warning(
             "sandbox: the cgroup hierarchy under %s is not writable here; each child's "
-            "processes are bounded by rlimits alone (not their sum)", CGROUP_ROOT
+            "processes are bounded by rlimits alone (not their sum)",
+            CGROUP_ROOT,
         )
     return made
 
@@ -307,7 +308,7 @@ def _decode(out: bytes) -> dict[str, Any]:
         raise SandboxFailed("the isolated child answered out of protocol")
     header, body = out.split(b"\n", 1)
     try:
-        length = int(header[len(FRAME):])
+        length = int(header[len(FRAME) :])
     except ValueError:
         raise SandboxFailed("the isolated child answered out of protocol") from None
     if length != len(body):

@@ -33,8 +33,8 @@ from typing import Any
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.schedule_rule import PyScheduleRule
 
-from tuning.spaces import LAYOUT_FREE_ATTR
-from tuning.workload import param_buffer
+from tuning.ir import param_buffer
+from tuning.search.spaces import LAYOUT_FREE_ATTR
 
 
 @dataclass(frozen=True)

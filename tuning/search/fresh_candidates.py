@@ -41,9 +41,7 @@ class FreshCandidates(PySearchStrategy):
         database: Any = None,
         cost_model: Any = None,
     ) -> None:
-        self.inner.pre_tuning(
-            max_trials, num_trials_per_iter, design_spaces, database, cost_model
-        )
+        self.inner.pre_tuning(max_trials, num_trials_per_iter, design_spaces, database, cost_model)
 
     def post_tuning(self) -> None:
         self.inner.post_tuning()

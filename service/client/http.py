@@ -77,7 +77,7 @@ class TunehubClient:
     ) -> dict[str, Any]:
         """Submit a tuning job; returns the job (already succeeded if it was a cache hit).
         ``target``: "host", a JSON target, or a target's key or label. ``space``: "auto",
-        "plain" or "packed" (see `tuning.spaces`). ``submitted_by`` is ignored by the service
+        "plain" or "packed" (see `tuning.search.spaces`). ``submitted_by`` is ignored by the service
         (the job is the token's identity); it stays for old callers."""
         workload = {"operator": {"name": operator, "params": params}}
         return self._post_job(workload, target, trials, priority, submitted_by, space)

@@ -22,8 +22,8 @@ def _checked_module(obj: Any) -> Any:
     import numpy as np
     import tvm
 
-    from tuning.tir_checks import UnsafeTir, check_user_function
-    from tuning.workload import arg_specs, normalize
+    from tuning.ir import arg_specs, normalize
+    from tuning.sandbox.tir_checks import UnsafeTir, check_user_function
 
     if isinstance(obj, tvm.IRModule):
         funcs = [f for _, f in obj.functions_items() if isinstance(f, tvm.tirx.PrimFunc)]
@@ -53,7 +53,7 @@ def _described(mod: Any) -> dict[str, Any]:
     import tvm
     from tvm.s_tir.analysis import estimate_tir_flops
 
-    from tuning.workload import structural_hash
+    from tuning.ir import structural_hash
 
     return {
         "mod_json": tvm.ir.save_json(mod),

@@ -151,7 +151,7 @@ POSITIVE_ATTRIBUTES = {  # counts and sizes: below 1 describes no hardware
         "l2_cache_size_bytes",
     ),
 }
-MAX_NUM_CORES = 4096  # a kernel's thread pool is sized by it (tuning.threads)
+MAX_NUM_CORES = 4096  # a kernel's thread pool is sized by it (tuning.hardware.threads)
 OPT_LEVELS = range(4)  # LLVM's -O0..-O3
 MAX_MATTR = 64
 MIN_CUDA_ARCH = 50  # sm_50: the oldest arch CUDA 12 still builds for, and TVM's default
@@ -417,6 +417,6 @@ def current_tvm_series() -> str:
     TVM may replay it."""
     import tvm
 
-    from schedules_db.store import tvm_series
+    from schedules_db.keys import tvm_series
 
     return tvm_series(tvm.__version__)

@@ -4,7 +4,8 @@ TVMScript parsing evaluates Python and TVM's JSON loader crashes on crafted docu
 service never does either in its own process. `parse_untrusted` checks the text's Python
 syntax tree first (a cheap filter, not the defence: no imports but TVMScript's own, no dunder
 names, one definition), then parses in an isolated child (`tuning.sandbox`), which also runs
-the allowlist and bounds proofs of `tuning.tir_checks`. What the service keys on (module JSON,
+the allowlist and bounds proofs of `tuning.sandbox.tir_checks`. What the service keys on (module
+JSON,
 structural hash, FLOP count) is then derived again by a second, fresh child from the first
 child's output, and the two must agree: a child that user code took over can lie only about a
 function that a clean child then checks and describes. `check_stored` is the worker's and the

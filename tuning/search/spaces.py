@@ -4,13 +4,13 @@
   rules), on the workload as the user wrote it.
 * ``packed`` (CPU targets): the workload's constant operands (weights: matmul/dense ``B``, conv
   kernels) are marked layout-free, so MetaSchedule's `RewriteLayout` postprocessor packs them into
-  the order the tiled loops read them (`tuning.packing` splits the pre-transform out of the
+  the order the tiled loops read them (`tuning.publish.packing` splits the pre-transform out of the
   kernel), and the multi-level tiling rule makes the innermost spatial tile exactly one vector
   register wide for the target (AVX-512: 16 fp32 lanes, AVX2: 8, NEON: 4) with the other
   innermost tiles capped so the accumulators fit the register file (`register_tile_limit`);
   where the weight-indexed output axis is not the innermost one (NCHW convolutions: K, with W
   innermost), that axis is split into the vector lanes and accumulated in a channel-blocked
-  cache (`tuning.channel_vectors`), as oneDNN's nChw16c kernels do; the outer loops are
+  cache (`tuning.search.channel_vectors`), as oneDNN's nChw16c kernels do; the outer loops are
   parallelised over every core as in the plain space.
 
 Both spaces keep their records apart (each record says which space produced it); the best of a
@@ -97,7 +97,7 @@ def _vector_fits_output(mod: Any, bits: int) -> bool:
     number of ``bits``-wide vectors of the output's dtype (True when unknown)."""
     import tvm
 
-    from tuning.workload import param_buffer
+    from tuning.ir import param_buffer
 
     if mod is None:
         return True
@@ -114,7 +114,7 @@ def _vector_fits_output(mod: Any, bits: int) -> bool:
 def space_generator(space: str, target: Any, mod: Any = None) -> Any:
     """The design-space generator for ``space`` on ``target`` (``post-order-apply`` with
     MetaSchedule's default rules for ``plain``). In the packed space, a block whose output
-    channel can fill the vector lanes gets them (`tuning.channel_vectors`); otherwise the
+    channel can fill the vector lanes gets them (`tuning.search.channel_vectors`); otherwise the
     innermost output tile is one vector wide when the output's innermost extent (of ``mod``,
     when given) is a multiple of the vector width, else (a masked tail would be needed)
     MetaSchedule's own tiling, with the register cap, is used."""
@@ -125,7 +125,7 @@ def space_generator(space: str, target: Any, mod: Any = None) -> Any:
     from tvm.s_tir.meta_schedule.postproc import Postproc
     from tvm.s_tir.meta_schedule.space_generator import PostOrderApply
 
-    from tuning.channel_vectors import WeightAxisInnermost
+    from tuning.search.channel_vectors import WeightAxisInnermost
 
     bits = vector_bits(target)
     wide = _vector_fits_output(mod, bits)
@@ -152,7 +152,7 @@ def space_generator(space: str, target: Any, mod: Any = None) -> Any:
             )
             # Blocks with the weight-indexed (output channel) axis outside the innermost
             # one (NCHW convolutions) get that axis in the vector lanes; their write cache
-            # is the channel-blocked one tuning.channel_vectors makes, not the tiling's.
+            # is the channel-blocked one tuning.search.channel_vectors makes, not the tiling's.
             channel_tiles = vector_tiles(rules.ReuseType(req="no", levels=[], scope="global"))
             rule = WeightAxisInnermost(channel_tiles, other, bits)
         sch_rules.append(rule)

@@ -1,24 +1,9 @@
-"""Workloads: a catalog operator with parameters (or a PrimFunc) turned into the IRModule that
-MetaSchedule tunes, with its structural hash (the workload's identity) and its TVM JSON."""
+"""IRModule helpers every stage shares: the module MetaSchedule tunes for a PrimFunc, its
+structural hash (a workload's identity), loading a stored module, and a function's operands."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
-
-from tuning.catalog import OpParams, get_operator
-
-
-@dataclass(frozen=True)
-class WorkloadSpec:
-    """A tunable IRModule with its identity."""
-
-    mod: Any  # tvm.IRModule with one PrimFunc "main"
-    shash: str  # tvm_ffi.structural_hash(mod), decimal (MetaSchedule's Workload JSON spelling)
-    mod_json: str  # tvm.ir.save_json(mod)
-    operator: str | None
-    params: dict[str, Any]
-    flop: float
 
 
 def normalize(func: Any) -> Any:
@@ -33,24 +18,6 @@ def structural_hash(mod: Any) -> str:
     import tvm_ffi
 
     return str(tvm_ffi.structural_hash(mod))
-
-
-def catalog_workload(name: str, params: OpParams) -> WorkloadSpec:
-    """The workload of a catalog operator with validated parameters."""
-    import tvm
-
-    op = get_operator(name)
-    if op is None:
-        raise KeyError(name)
-    mod = normalize(op.build(params))
-    return WorkloadSpec(
-        mod=mod,
-        shash=structural_hash(mod),
-        mod_json=tvm.ir.save_json(mod),
-        operator=name,
-        params=params.model_dump(),
-        flop=op.flop(params),
-    )
 
 
 def load_mod(mod_json: str) -> Any:

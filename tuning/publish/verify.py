@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 
 from tuning.catalog.dtypes import random_operand
-from tuning.packing import PACKED_ENTRY, PackedParam
-from tuning.targets import device_for
+from tuning.hardware.targets import device_for
+from tuning.publish.packing import PACKED_ENTRY, PackedParam
 
 
 class VerificationError(Exception):
@@ -31,7 +31,7 @@ def apply_trace(mod: Any, trace_json: str) -> Any:
     """The scheduled IRModule that a stored MetaSchedule trace produces from ``mod``."""
     from tvm.s_tir.schedule import Schedule, Trace
 
-    from schedules_db.ms_database import trace_from_text
+    from service.worker.store_database import trace_from_text
 
     sch = Schedule(mod)
     Trace.apply_json_to_schedule(trace_from_text(trace_json), sch)

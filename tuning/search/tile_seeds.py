@@ -14,13 +14,13 @@ schedules at 223-227 GFLOPS (14 accumulators, the whole reduction inside them).
 * nothing sits between the reduction and the register tile (the third spatial level is 1);
 * the register tile holds one vector of the vectorised axis (the space fixes that) times a
   block of the two innermost other spatial axes, the largest that fits the target's register
-  budget (`tuning.spaces.register_tile_limit`), then smaller ones;
+  budget (`tuning.search.spaces.register_tile_limit`), then smaller ones;
 * the outer levels take enough iterations for every core (``PARALLEL_PER_CORE`` chunks each),
   the rest stays in the second level, where the tile's write-back is placed;
 * a padding stage is inlined where it can be, and the unroll step is 16.
 
 They are only seeds: the job measures a batch of them before the evolutionary search
-(`tuning.search.first_batch`, after a warm start's neighbour seeds), the search breeds from the
+(`tuning.search.loop.first_batch`, after a warm start's neighbour seeds), the search breeds from the
 best, and every schedule is verified as before.
 """
 
@@ -179,7 +179,7 @@ def register_tile_seeds(context: Any, cores: int, limit: int = 16) -> list[Any]:
     postprocessors and target's register budget): for each register block (largest first) and
     each design space, the schedule `plan_decisions` makes; at most ``limit``, distinct, in
     that order."""
-    from tuning.spaces import register_tile_limit
+    from tuning.search.spaces import register_tile_limit
 
     mod = context.mod
     postprocs = list(context.space_generator.postprocs)

@@ -57,18 +57,18 @@ def train(store: Store, target_id: int, target: Any, num_cores: int) -> tuple[An
     from tvm.s_tir.schedule import Schedule, Trace
     from tvm.tirx import FloatImm
 
-    from schedules_db.ms_database import trace_from_text
-    from tuning.intrinsics import load_tensor_intrinsics
-    from tuning.workload import load_mod
+    from service.worker.store_database import trace_from_text
+    from tuning.hardware.intrinsics import load_tensor_intrinsics
+    from tuning.ir import load_mod
 
     load_tensor_intrinsics([dict(target.export())])
     model = XGBModel(num_tuning_cores=num_cores, adaptive_training=False)
     by_workload: dict[int, list[Any]] = {}
-    for row in store.records(target_id, verified_only=True):
+    for row in store.records.list_records(target_id, verified_only=True):
         by_workload.setdefault(row.workload_id, []).append(row)
     seen = 0
     for workload_id, rows in by_workload.items():
-        mod = load_mod(store.get_workload(workload_id).mod_json)
+        mod = load_mod(store.catalog.get_workload(workload_id).mod_json)
         context = TuneContext(mod=mod, target=target, task_name="main")
         args_info = ArgInfo.from_prim_func(mod["main"])
         ok = sorted((r for r in rows if r.mean_run_us is not None), key=lambda r: r.mean_run_us)
@@ -92,7 +92,7 @@ def refresh(
 ) -> Path | None:
     """The target's current model file: the newest one, retrained first when the store holds
     `REFRESH_FRACTION` more records than it saw. None while the target has too few records."""
-    stored = store.count_records(target_id)
+    stored = store.records.count(target_id)
     newest = newest_model(artifact_dir, target_key)
     if newest is not None and stored < newest[1] * (1 + REFRESH_FRACTION):
         return newest[0]

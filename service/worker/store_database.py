@@ -19,7 +19,8 @@ from tvm.s_tir.meta_schedule.database import PyDatabase, TuningRecord, Workload
 from tvm.tirx import FloatImm, IndexMap, IntImm
 from tvm_ffi import Array, Map
 
-from schedules_db.store import NewRecord, Store
+from schedules_db.store import Store
+from schedules_db.values import NewRecord
 
 
 def _plain_json(value: Any) -> Any:
@@ -71,7 +72,7 @@ class StoreDatabase(PyDatabase):
         (the packed space marks the weights layout-free, which changes the hash). ``seeds``:
         workload id -> extra traces (`tvm.s_tir.schedule.Trace`, already valid for that
         workload) that `get_top_k` offers after the workload's own records, as the search's
-        initial population (`tuning.seeding`); they are never stored as records."""
+        initial population (`tuning.search.seeding`); they are never stored as records."""
         super().__init__()
         self.store = store
         self.target_id = target_id
@@ -79,7 +80,7 @@ class StoreDatabase(PyDatabase):
         self.space = space
         self.aliases = dict(aliases or {})
         self.seeds = dict(seeds or {})
-        target_row = store.get_target(target_id)
+        target_row = store.catalog.get_target(target_id)
         if target_row is None:
             raise ValueError(f"no target with id {target_id}")
         self.target_json: dict[str, Any] = json.loads(target_row.canonical_json)
@@ -93,11 +94,17 @@ class StoreDatabase(PyDatabase):
         if cached is not None:
             return cached
         alias = self.aliases.get(shash)
-        row = self.store.find_workload(shash) if alias is None else self.store.get_workload(alias)
+        row = (
+            self.store.catalog.find_workload(shash)
+            if alias is None
+            else self.store.catalog.get_workload(alias)
+        )
         if row is None:
             if not create:
                 return None
-            row = self.store.get_or_create_workload(shash, tvm.ir.save_json(mod), None, {}, 0.0)
+            row = self.store.catalog.get_or_create_workload(
+                shash, tvm.ir.save_json(mod), None, {}, 0.0
+            )
         entry = (row.id, Workload(mod))
         self._workloads[shash] = entry
         return entry
@@ -120,7 +127,7 @@ class StoreDatabase(PyDatabase):
     def commit_tuning_record(self, record: TuningRecord) -> None:
         raw_trace, _run_secs, _target, raw_args = _ffi_api.TuningRecordAsJSON(record)
         run_secs = [float(x) for x in record.run_secs] if record.run_secs else [1e10]
-        added = self.store.add_record(
+        added = self.store.records.add(
             self.workload_id(record.workload),
             self.target_id,
             self.job_id,
@@ -141,7 +148,7 @@ class StoreDatabase(PyDatabase):
         if entry is None:
             return False
         raw_trace = _ffi_api.TuningRecordAsJSON(TuningRecord(trace, entry[1]))[0]
-        return self.store.has_trace(entry[0], self.target_id, trace_to_text(raw_trace))
+        return self.store.records.has_trace(entry[0], self.target_id, trace_to_text(raw_trace))
 
     def _to_record(self, row: Any, workload: Workload) -> TuningRecord:
         return TuningRecord.from_json(
@@ -151,7 +158,7 @@ class StoreDatabase(PyDatabase):
 
     def get_top_k(self, workload: Workload, top_k: int) -> list[TuningRecord]:
         workload_id = self.workload_id(workload)
-        rows = self.store.top_k_records(workload_id, self.target_id, top_k)
+        rows = self.store.records.top_k(workload_id, self.target_id, top_k)
         records = [self._to_record(row, workload) for row in rows]
         for trace in self.seeds.get(workload_id, [])[: max(0, top_k - len(records))]:
             records.append(TuningRecord(trace, workload))
@@ -160,12 +167,12 @@ class StoreDatabase(PyDatabase):
     def get_all_tuning_records(self) -> list[TuningRecord]:
         records = []
         workloads: dict[int, Workload] = {}
-        for row in self.store.records(self.target_id):
+        for row in self.store.records.list_records(self.target_id):
             if row.workload_id not in workloads:
-                wrow = self.store.get_workload(row.workload_id)
+                wrow = self.store.catalog.get_workload(row.workload_id)
                 workloads[row.workload_id] = self.commit_workload(tvm.ir.load_json(wrow.mod_json))
             records.append(self._to_record(row, workloads[row.workload_id]))
         return records
 
     def __len__(self) -> int:
-        return self.store.count_records(self.target_id)
+        return self.store.records.count(self.target_id)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tuning.targets import device_for
+from tuning.hardware.targets import device_for
 
 DEVICE_TYPES = {"llvm": "cpu", "c": "cpu"}  # target kind -> TVM device type, where they differ
 EVALUATOR = {"number": 3, "repeat": 1, "min_repeat_ms": 100, "enable_cpu_cache_flush": False}

@@ -110,7 +110,7 @@ class _Checker:
         self.objects: list[Any] = []
         self.allocated = 0
         self.regions: list[tuple[list[Any], list[Any]]] = []  # (reads, writes) per open block
-        from tuning.workload import param_buffer
+        from tuning.ir import param_buffer
 
         for param in func.params:
             buffer = param_buffer(func, param)

@@ -26,7 +26,7 @@ def target_threads(canonical: dict[str, Any]) -> int | None:
     this machine's physical cores); None for non-CPU targets."""
     if canonical.get("kind") != "llvm":
         return None
-    from tuning.targets import physical_cores
+    from tuning.hardware.targets import physical_cores
 
     cores = canonical.get("num-cores")
     return int(cores) if cores else physical_cores()

@@ -19,20 +19,19 @@ from typing import Any
 
 import numpy as np
 
-from schedules_db.store import USER, JobState, NewSchedule, Store
-from tuning.artifacts import publish
+from schedules_db.store import Store
+from schedules_db.values import USER, JobState, NewSchedule
 from tuning.catalog import get_operator
 from tuning.catalog.dtypes import random_operand, widen_tolerance
-from tuning.devices import Measurer, RpcSpec
-from tuning.intrinsics import load_tensor_intrinsics
-from tuning.packing import split_packed
-from tuning.search import BatchReport, SearchCancelled, run_search
-from tuning.spaces import space_module
-from tuning.targets import current_tvm_series
-from tuning.threads import pin_runtime_threads, target_threads
-from tuning.tir_checks import check_user_function
-from tuning.tir_sandbox import check_stored
-from tuning.verify import (
+from tuning.catalog.workload import catalog_workload
+from tuning.hardware.devices import Measurer, RpcSpec
+from tuning.hardware.intrinsics import load_tensor_intrinsics
+from tuning.hardware.targets import current_tvm_series
+from tuning.hardware.threads import pin_runtime_threads, target_threads
+from tuning.ir import arg_specs, load_mod, structural_hash
+from tuning.publish.artifacts import publish
+from tuning.publish.packing import split_packed
+from tuning.publish.verify import (
     VerificationError,
     apply_trace,
     build_library,
@@ -40,7 +39,10 @@ from tuning.verify import (
     run_module,
     time_module,
 )
-from tuning.workload import arg_specs, catalog_workload, load_mod, structural_hash
+from tuning.sandbox.tir_checks import check_user_function
+from tuning.sandbox.user_tir import check_stored
+from tuning.search.loop import BatchReport, SearchCancelled, run_search
+from tuning.search.spaces import space_module
 
 log = logging.getLogger("tunehub.worker")
 
@@ -83,7 +85,7 @@ class _Heartbeat(threading.Thread):
     def run(self) -> None:
         while not self.stopped.wait(self.every_s):
             try:
-                if not self.store.heartbeat(self.job_id, self.worker):
+                if not self.store.jobs.heartbeat(self.job_id, self.worker):
                     self.lost = True
                     return
             except Exception:  # a database hiccup: try again next beat
@@ -123,9 +125,9 @@ class _Reference:
 
 def run_next(ctx: WorkerContext) -> str:
     """Claim the job this worker should run next on its targets (priority, then fair share
-    between submitters, then age: `Store.claim_next`) and run it. Returns its final state, or
+    between submitters, then age: `Jobs.claim_next`) and run it. Returns its final state, or
     "idle" when no job is queued for these targets."""
-    job_id = ctx.store.claim_next(list(ctx.target_ids), ctx.worker_name, ctx.stale_after)
+    job_id = ctx.store.jobs.claim_next(list(ctx.target_ids), ctx.worker_name, ctx.stale_after)
     if job_id is None:
         return "idle"
     return run_job(ctx, job_id, claimed=True)
@@ -135,7 +137,7 @@ def run_job(ctx: WorkerContext, job_id: int, claimed: bool = False) -> str:
     """Run one job to a final state. Returns the job's state afterwards (or "not-claimed").
     ``claimed``: the caller already made this worker the job's owner."""
     store = ctx.store
-    if not claimed and not store.claim_job(job_id, ctx.worker_name, ctx.stale_after):
+    if not claimed and not store.jobs.claim(job_id, ctx.worker_name, ctx.stale_after):
         log.info("job %s: not claimed (owned by another worker or final)", job_id)
         return "not-claimed"
     ctx.current_job_id = job_id
@@ -152,11 +154,11 @@ def run_job(ctx: WorkerContext, job_id: int, claimed: bool = False) -> str:
         log.warning("%s", err)
         return "lost"
     except SearchCancelled:
-        store.cancel_running(job_id, ctx.worker_name)
+        store.jobs.cancel_running(job_id, ctx.worker_name)
         return JobState.CANCELLED.value
     except Exception as err:
         log.error("job %s failed:\n%s", job_id, traceback.format_exc())
-        store.fail_job(job_id, ctx.worker_name, f"{type(err).__name__}: {err}")
+        store.jobs.fail(job_id, ctx.worker_name, f"{type(err).__name__}: {err}")
         return JobState.FAILED.value
     finally:
         ctx.current_job_id = None
@@ -177,13 +179,15 @@ def _checked_module(store: Store, workload: Any, target_id: int) -> Any:
         if spec.shash != workload.shash:
             raise ValueError("the stored catalog workload is not what the catalog builds")
         return spec.mod
-    imported = [row for row in store.records(target_id, workload.id) if row.unverified]
+    imported = [row for row in store.records.list_records(target_id, workload.id) if row.unverified]
     bad = check_stored(
         workload.mod_json, workload.shash, [json.loads(row.trace_json) for row in imported]
     )
     if bad:
-        log.warning("workload %s: dropping %d imported record(s) that do not replay",
-                    workload.id, store.drop_unverified([imported[i].id for i in bad]))  # fmt: skip
+        dropped = store.records.drop_unverified([imported[i].id for i in bad])
+        log.warning(
+            "workload %s: dropping %d imported record(s) that do not replay", workload.id, dropped
+        )
     mod = load_mod(workload.mod_json)
     check_user_function(mod["main"])
     return mod
@@ -192,12 +196,12 @@ def _checked_module(store: Store, workload: Any, target_id: int) -> Any:
 def _tune_and_publish(
     ctx: WorkerContext, job_id: int, work_dir: Path, heartbeat: _Heartbeat
 ) -> int | None:
-    from schedules_db.ms_database import StoreDatabase
+    from service.worker.store_database import StoreDatabase
 
     store = ctx.store
-    job = store.get_job(job_id)
-    workload = store.get_workload(job.workload_id)
-    target_row = store.get_target(job.target_id)
+    job = store.jobs.get(job_id)
+    workload = store.catalog.get_workload(job.workload_id)
+    target_row = store.catalog.get_target(job.target_id)
     from tvm.target import Target
 
     canonical = json.loads(target_row.canonical_json)
@@ -205,7 +209,7 @@ def _tune_and_publish(
     threads = target_threads(canonical)
     if threads is not None and ctx.rpc is None:
         # Measured, verified and timed on the cores the target names (TVM's default is half of
-        # an x86 machine's CPUs: see tuning.threads).
+        # an x86 machine's CPUs: see tuning.hardware.threads).
         log.info("job %s: kernels run on %d threads", job_id, pin_runtime_threads(threads))
     mod = _checked_module(store, workload, target_row.id)
     operator = get_operator(workload.operator) if workload.operator else None
@@ -213,9 +217,9 @@ def _tune_and_publish(
     # Budgets are totals per (workload, target, TVM series, space): what is stored already
     # (from earlier jobs, or from this one before its worker was lost) seeds the search's
     # population (top-k, of either space), is not measured again, and counts against the budget.
-    already = store.count_records(target_row.id, workload.id, space=job.space)
+    already = store.records.count(target_row.id, workload.id, space=job.space)
     seeds = {}
-    if job.transfer_cost_model and not store.count_records(target_row.id, workload.id):
+    if job.transfer_cost_model and not store.records.count(target_row.id, workload.id):
         # Warm start of a workload new to this target: its neighbours' best schedules, refitted.
         seeds[workload.id] = _neighbour_seeds(
             ctx, job_id, workload, target_row, target, search_mod, job.space
@@ -234,12 +238,12 @@ def _tune_and_publish(
     def on_batch(report: BatchReport) -> None:
         if heartbeat.lost:
             raise LostOwnership(f"job {job_id} was reclaimed by another worker")
-        stored_best = store.top_k_records(workload.id, target_row.id, 1)
+        stored_best = store.records.top_k(workload.id, target_row.id, 1)
         best = stored_best[0].mean_run_us if stored_best else report.best_us
         done = already + report.trials_done
-        if not store.update_progress(job_id, ctx.worker_name, done, best):
+        if not store.jobs.update_progress(job_id, ctx.worker_name, done, best):
             raise LostOwnership(f"job {job_id} was reclaimed by another worker")
-        if store.cancel_was_requested(job_id):
+        if store.jobs.cancel_was_requested(job_id):
             raise SearchCancelled()
         log.info(
             "job %s: %d/%d trials, best %.1f us", job_id, done, job.trials, best or float("nan")
@@ -277,11 +281,12 @@ def _neighbour_seeds(
     search_mod: Any,
     space: str,
 ) -> list[Any]:
-    """Seed traces from the workload's stored neighbours (`tuning.seeding`); none on error."""
+    """Seed traces from the workload's stored neighbours (`tuning.search.seeding`); none on
+    error."""
     from tvm.s_tir.meta_schedule import TuneContext
 
-    from tuning.seeding import neighbour_seeds
-    from tuning.spaces import space_generator
+    from tuning.search.seeding import neighbour_seeds
+    from tuning.search.spaces import space_generator
 
     load_tensor_intrinsics([dict(target.export())])
     try:
@@ -316,8 +321,8 @@ def _with_drop_in(
 def _transferred_model(ctx: WorkerContext, job_id: int, target_row: Any, target: Any) -> Any:
     """The target's transferred cost model (retrained first when enough records arrived), or
     None: too few records yet, or training failed (the search then starts cold)."""
-    from tuning.cost_model import refresh
-    from tuning.targets import physical_cores
+    from tuning.hardware.targets import physical_cores
+    from tuning.search.cost_model import refresh
 
     try:
         path = refresh(
@@ -327,7 +332,7 @@ def _transferred_model(ctx: WorkerContext, job_id: int, target_row: Any, target:
         log.exception("job %s: cost model transfer failed; starting cold", job_id)
         return None
     if path is not None:
-        ctx.store.set_cost_model(job_id, ctx.worker_name, path.name)
+        ctx.store.jobs.set_cost_model(job_id, ctx.worker_name, path.name)
         log.info("job %s: starting from cost model %s", job_id, path.name)
     return path
 
@@ -356,7 +361,7 @@ def _verify_and_publish(
         # fastest of those. A packed candidate is checked through pack_<i> then ``main_packed``
         # and timed as deployed (``main_packed`` alone); the winner's published library adds
         # the drop-in ``main``, checked too (`_with_drop_in`).
-        for record in store.top_k_records(workload.id, target_row.id, VERIFY_CANDIDATES):
+        for record in store.records.top_k(workload.id, target_row.id, VERIFY_CANDIDATES):
             path = work_dir / f"candidate-{record.id}.so"
             try:
                 split = split_packed(apply_trace(mod, record.trace_json), drop_in=False)
@@ -403,4 +408,4 @@ def _verify_and_publish(
         space=record.space if record is not None else "plain",
         packed_params=[param.as_json() for param in packed],
     )
-    return store.finish_job(job_id, ctx.worker_name, new)
+    return store.schedules.publish(job_id, ctx.worker_name, new)

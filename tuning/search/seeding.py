@@ -6,7 +6,7 @@ target, with other sizes) usually want the same schedule structure: the same loo
 register tile, the same unroll and vectorisation choices. `neighbour_seeds` replays their fastest
 traces on the new workload, refitting every tile decision (``SamplePerfectTile``) to the new loop
 extents, and keeps the ones that still apply and pass the space's postprocessors. The job
-measures the first batch of them before the evolutionary search starts (`tuning.search`
+measures the first batch of them before the evolutionary search starts (`tuning.search.loop`
 ``measure_first``), and the search's population starts from what they measured (`StoreDatabase`
 ``seeds`` for the rest). They are starting points only: measured before anything is believed,
 and verification is unchanged.
@@ -19,8 +19,8 @@ import logging
 import math
 from typing import Any
 
-from schedules_db.ms_database import trace_from_text
 from schedules_db.store import Store
+from service.worker.store_database import trace_from_text
 
 log = logging.getLogger("tunehub.seeding")
 
@@ -66,7 +66,7 @@ def neighbours(store: Store, workload: Any, limit: int = NEIGHBOURS) -> list[Any
     if not workload.operator:
         return []
     scored = []
-    for row in store.list_workloads(operator=workload.operator, limit=1000):
+    for row in store.catalog.list_workloads(operator=workload.operator, limit=1000):
         if row.id == workload.id:
             continue
         distance = _size_distance(workload.params, row.params)
@@ -110,14 +110,14 @@ def neighbour_seeds(
     neighbour's fastest (nearest neighbour first), then every neighbour's second, and so on, so
     that a first batch cut from the front is as varied as the neighbours are. Traces that fail
     to apply are skipped (a different structure, e.g. a padding stage one of them lacks)."""
-    from tuning.workload import load_mod
+    from tuning.ir import load_mod
 
     seen: set[str] = set()
     per_neighbour: list[list[Any]] = []
     for row in neighbours(store, workload):
         source_mod = load_mod(row.mod_json)
         adapted = []
-        for record in store.top_k_records(row.id, target_id, PER_NEIGHBOUR, verified_only=True):
+        for record in store.records.top_k(row.id, target_id, PER_NEIGHBOUR, verified_only=True):
             try:
                 trace = _adapt(source_mod, record.trace_json, search_mod, postprocs)
             except Exception:  # noqa: BLE001 - a trace that does not fit is simply not a seed

@@ -10,11 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tuning.builder import make_builder
-from tuning.devices import Measurer
-from tuning.intrinsics import load_tensor_intrinsics
-from tuning.spaces import PACKED, PLAIN, space_generator
-from tuning.targets import physical_cores
+from tuning.hardware.devices import Measurer
+from tuning.hardware.intrinsics import load_tensor_intrinsics
+from tuning.hardware.targets import physical_cores
+from tuning.search.builder import make_builder
+from tuning.search.spaces import PACKED, PLAIN, space_generator
 
 log = logging.getLogger("tunehub.search")
 
@@ -140,12 +140,13 @@ def run_search(
     Every measured candidate is committed to ``database`` by MetaSchedule's default callbacks
     before ``on_batch`` sees the batch. ``on_batch`` may raise `SearchCancelled` to stop.
     ``runner`` measures candidates (default: a `LocalRunner`; an `RPCRunner` for remote devices).
-    ``cost_model_path``: a saved `XGBModel` to start from (`tuning.cost_model`) instead of an
-    untrained one. ``space``: the design space (`tuning.spaces`); ``mod`` must already be the
-    space's module (`tuning.spaces.space_module`). ``measure_first``: traces (postprocessed,
+    ``cost_model_path``: a saved `XGBModel` to start from (`tuning.search.cost_model`) instead of an
+    untrained one. ``space``: the design space (`tuning.search.spaces`); ``mod`` must already be the
+    space's module (`tuning.search.spaces.space_module`). ``measure_first``: traces (postprocessed,
     for ``mod``), of which the first batch's worth is measured before the evolutionary search
     (a warm start's seeds: MetaSchedule only measures database candidates its cost model ranks
-    first); in the packed space, register-tile seeds (`tuning.tile_seeds`) fill the rest of that
+    first); in the packed space, register-tile seeds (`tuning.search.tile_seeds`) fill the rest of
+    that
     batch. Seeds count against ``trials``, are stored, and train the cost model like any batch;
     a seed the store already holds is not measured again.
     """
@@ -155,10 +156,10 @@ def run_search(
     from tvm.s_tir.meta_schedule.search_strategy import SearchStrategy
     from tvm.s_tir.meta_schedule.tune import tune_tasks
 
-    from tuning.fresh_candidates import FreshCandidates
+    from tuning.search.fresh_candidates import FreshCandidates
 
     # The schedule rules look tensor intrinsics up by name: register the families this target
-    # can use (a no-op after the first time; see tuning.intrinsics).
+    # can use (a no-op after the first time; see tuning.hardware.intrinsics).
     load_tensor_intrinsics([dict(target.export())])
     cores = num_cores or physical_cores()
     first_size = batch_size(trials, num_trials_per_iter)
@@ -228,10 +229,10 @@ def first_batch(
 ) -> list[Any]:
     """What the search measures before its evolutionary rounds, at most ``size`` traces: the
     ``given`` ones (a warm start's seeds), then, in the packed space, its register-tile seeds
-    (`tuning.tile_seeds`); each once, and none that the store already holds."""
+    (`tuning.search.tile_seeds`); each once, and none that the store already holds."""
     from tvm.s_tir.meta_schedule import TuneContext
 
-    from tuning.tile_seeds import register_tile_seeds
+    from tuning.search.tile_seeds import register_tile_seeds
 
     first = list(given)
     if space == PACKED and len(first) < size:

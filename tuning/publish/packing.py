@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tuning.workload import param_buffer
+from tuning.ir import param_buffer
 
 PREPROC_ANNOTATION = "meta_schedule.layout_rewrite_preproc"
 

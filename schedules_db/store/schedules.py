@@ -1,0 +1,146 @@
+"""Verified best schedules and their artifacts, and publishing one as a job finishes."""
+
+from __future__ import annotations
+
+from sqlalchemy import func, select
+
+from schedules_db.models import (
+    ArtifactRow,
+    JobRow,
+    ScheduleRow,
+    TuningRecordRow,
+    WorkloadRow,
+    utcnow,
+)
+from schedules_db.store.base import Aggregate, owned_by
+from schedules_db.values import JobState, NewSchedule
+
+
+class Schedules(Aggregate):
+    """Verified best schedules and their artifacts, and publishing one as a job finishes."""
+
+    def get(self, schedule_id: int) -> ScheduleRow | None:
+        """The schedule row with this id, or None."""
+        with self.session() as s:
+            return s.get(ScheduleRow, schedule_id)
+
+    def best(self, workload_id: int, target_id: int) -> ScheduleRow | None:
+        """The verified best of one (workload, target), or None."""
+        with self.session() as s:
+            return s.scalar(
+                select(ScheduleRow).where(
+                    ScheduleRow.workload_id == workload_id,
+                    ScheduleRow.target_id == target_id,
+                    *self._same_series(ScheduleRow),
+                )
+            )
+
+    def list_schedules(
+        self,
+        operator: str | None = None,
+        target_id: int | None = None,
+        workload_id: int | None = None,
+        limit: int = 100,
+    ) -> list[ScheduleRow]:
+        """Verified best schedules, newest first, filtered by operator, target or workload."""
+        with self.session() as s:
+            query = (
+                select(ScheduleRow)
+                .where(*self._same_series(ScheduleRow))
+                .order_by(ScheduleRow.id.desc())
+                .limit(limit)
+            )
+            if operator is not None:
+                query = query.join(WorkloadRow, WorkloadRow.id == ScheduleRow.workload_id).where(
+                    WorkloadRow.operator == operator
+                )
+            if target_id is not None:
+                query = query.where(ScheduleRow.target_id == target_id)
+            if workload_id is not None:
+                query = query.where(ScheduleRow.workload_id == workload_id)
+            return list(s.scalars(query))
+
+    def get_artifact(self, artifact_id: int) -> ArtifactRow | None:
+        """The artifact row with this id, or None."""
+        with self.session() as s:
+            return s.get(ArtifactRow, artifact_id)
+
+    def publish(self, job_id: int, worker: str, new: NewSchedule | None) -> int | None:
+        """Publish a verified schedule and mark the job succeeded, in one transaction.
+
+        ``new`` replaces the stored best of the (workload, target, series) only when it is
+        faster; the best's trial count becomes the job's budget or the number of stored records,
+        whichever is larger (budgets are totals: a bigger one continues from the records).
+        With ``new=None`` (no candidate beat the stored best) the job succeeds with the stored
+        best. Returns the schedule id, or None if the caller no longer owns the job (nothing is
+        written then).
+        """
+        now = utcnow()
+        with self.session() as s:
+            job = s.scalar(select(JobRow).where(*owned_by(job_id, worker)).with_for_update())
+            if job is None:
+                return None
+            if new is not None and new.record_id is not None:
+                published = s.get(TuningRecordRow, new.record_id)
+                series = published.tvm_series
+                published.unverified = False  # the worker has just verified it
+            else:
+                series = (new.tvm_series if new is not None else "") or self.series or ""
+            best = s.scalar(
+                select(ScheduleRow)
+                .where(
+                    ScheduleRow.workload_id == job.workload_id,
+                    ScheduleRow.target_id == job.target_id,
+                    ScheduleRow.tvm_series == series,
+                )
+                .with_for_update()
+            )
+            if new is not None and (best is None or new.latency_us < best.latency_us):
+                artifact = s.scalar(
+                    select(ArtifactRow).where(ArtifactRow.sha256 == new.artifact_sha256)
+                )
+                if artifact is None:
+                    artifact = ArtifactRow(
+                        sha256=new.artifact_sha256,
+                        kind=new.artifact_kind,
+                        size=new.artifact_size,
+                        path=new.artifact_path,
+                    )
+                    s.add(artifact)
+                    s.flush()
+                if best is None:
+                    best = ScheduleRow(
+                        workload_id=job.workload_id,
+                        target_id=job.target_id,
+                        tvm_series=series,
+                        trials=0,
+                    )
+                    s.add(best)
+                best.record_id = new.record_id
+                best.artifact_id = artifact.id
+                best.latency_us = new.latency_us
+                best.untuned_latency_us = new.untuned_latency_us
+                best.max_abs_error = new.max_abs_error
+                best.tir = new.tir
+                best.job_id = job.id
+                best.space = new.space
+                best.packed_params = new.packed_params
+                best.updated_at = now
+            if best is None:
+                raise ValueError("finish_job without a schedule: no verified best exists")
+            # Budgets are totals per (workload, target, series): a job asking for more trials
+            # continues from the stored records, so the best covers all that were measured.
+            measured = s.scalar(
+                select(func.count(TuningRecordRow.id)).where(
+                    TuningRecordRow.workload_id == job.workload_id,
+                    TuningRecordRow.target_id == job.target_id,
+                    TuningRecordRow.tvm_series == series,
+                )
+            )
+            best.trials = max(best.trials or 0, job.trials, int(measured or 0))
+            s.flush()
+            job.state = JobState.SUCCEEDED.value
+            job.schedule_id = best.id
+            job.finished_at = now
+            job.error = None
+            return best.id

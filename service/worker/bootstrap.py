@@ -1,0 +1,104 @@
+"""Starting a worker: its targets recorded, itself registered, TVM loaded, its queues consumed."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from schedules_db import Store, make_engine, upgrade_schema
+from service.queue import make_celery, queue_name
+from service.settings import Settings
+from service.worker.heartbeat import WorkerBeat
+from service.worker.runner import WorkerContext
+from service.worker.task import register_tune_task
+from tuning.hardware.intrinsics import load_tensor_intrinsics
+from tuning.hardware.targets import HOST, current_tvm_series, host_fingerprint, resolve_target
+from tuning.hardware.threads import pin_runtime_threads, target_threads
+
+log = logging.getLogger("tunehub.worker")
+
+
+def run_worker(
+    settings: Settings,
+    target_specs: list[str],
+    name: str | None = None,
+    loglevel: str = "INFO",
+    rpc: Any = None,
+) -> None:
+    """Run a worker for ``target_specs`` ("host" or JSON targets) until it is stopped (blocks).
+
+    The worker records its targets in the store, registers itself (hostname, pid, targets,
+    hardware fingerprint) with a heartbeat, and consumes its targets' queues. With ``rpc`` (a
+    `tuning.hardware.devices.RpcSpec`) it builds here and measures on the device behind the tracker.
+
+    TVM and the tensor intrinsics its targets need are loaded here, once, before the first job
+    (see `tuning.hardware.intrinsics`: ~1 s for CPU targets, ~30 s when the CUDA set is needed).
+    """
+    engine = make_engine(settings.store_url)
+    upgrade_schema(engine)
+    store = Store(engine, tvm_series=current_tvm_series())
+    queues, target_ids = [], []
+    machine = host_fingerprint()
+    for spec in target_specs:
+        known = (
+            None
+            if spec == HOST or spec.lstrip().startswith("{")
+            else store.catalog.find_target(spec)
+        )
+        target = resolve_target(json.loads(known.canonical_json) if known else spec)
+        fingerprint = machine if spec == HOST else {}
+        row = store.catalog.get_or_create_target(
+            target.canonical, target.kind, target.label, fingerprint
+        )
+        queues.append(queue_name(row.key))
+        target_ids.append(row.id)
+    canonicals = [json.loads(store.catalog.get_target(t).canonical_json) for t in target_ids]
+    threads = [n for n in map(target_threads, canonicals) if n is not None]
+    if threads and rpc is None:
+        # Before any kernel runs: TVM sizes this process's thread pool once
+        # (tuning.hardware.threads).
+        log.info("CPU kernels may use up to %d threads", pin_runtime_threads(max(threads)))
+    loaded = load_tensor_intrinsics(canonicals)
+    log.info("tensor intrinsics registered: %s", ", ".join(loaded))
+    node = name or f"tunehub-{uuid.uuid4().hex[:8]}@{socket.gethostname()}"
+    context = WorkerContext(
+        store=store,
+        artifact_dir=settings.artifacts,
+        worker_name=node,
+        stale_after=timedelta(seconds=settings.stale_after_s),
+        heartbeat_every_s=settings.heartbeat_every_s,
+        num_trials_per_iter=settings.num_trials_per_iter,
+        seed=settings.seed,
+        target_ids=tuple(target_ids),
+        rpc=rpc,
+    )
+    store.fleet.register(
+        node, socket.gethostname(), os.getpid(), target_ids, machine, rpc.as_json() if rpc else None
+    )
+    beat = WorkerBeat(context, settings.heartbeat_every_s)
+    beat.start()
+    app = make_celery(settings)
+    register_tune_task(app, context)
+    log.info("worker %s consuming %s", node, ", ".join(queues))
+    try:
+        app.worker_main(
+            [
+                "worker",
+                "--pool=solo",
+                "--concurrency=1",
+                "--without-gossip",
+                "--without-mingle",
+                f"--loglevel={loglevel}",
+                f"--hostname={node}",
+                "-Q",
+                ",".join(queues),
+            ]
+        )
+    finally:
+        beat.stopped.set()
+        store.fleet.stopped(node)

@@ -1,0 +1,27 @@
+"""The Celery task a worker registers: a message wakes the worker, the store picks the job."""
+
+from __future__ import annotations
+
+import logging
+
+from celery import Celery
+
+from service.queue import TASK_NAME
+from service.worker.runner import WorkerContext, run_next
+
+log = logging.getLogger("tunehub.worker")
+
+
+def register_tune_task(app: Celery, context: WorkerContext) -> None:
+    """Register the tune task on ``app``, bound to this worker's ``context``.
+
+    A message only wakes the worker: it runs the job the store says comes next on its targets
+    (priority, fair share, age; see the jobs aggregate's ``claim_next``), which is usually but
+    not always the message's job id. Every queued job has a message, so every one gets its
+    turn."""
+
+    def tune_job(job_id: int) -> str:
+        log.debug("woken by job %s", job_id)
+        return run_next(context)
+
+    app.task(name=TASK_NAME, bind=False, acks_late=True)(tune_job)
