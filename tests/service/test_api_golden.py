@@ -1,0 +1,603 @@
+"""A golden record of the whole HTTP API: every route's status and JSON on a seeded store.
+
+Captured before the restructure of issue 15 so that the restructure can show it changed no
+answer. One fresh SQLite store is seeded the same way every time (auth on; no worker, no
+search): three targets, catalog and raw-TIR workloads, jobs in every state (queued, running
+with progress, succeeded, a cache hit, cancelled, failed), tuning records (one failed), two
+published schedules (one with its artifact file, one the plain function without one), two
+registered workers (one live, one stopped), an import of an exported database, and four API
+tokens (admin, submit with an expiry, read, revoked). What only a worker does (claim, progress,
+records, finish or fail, registration) goes through the store's Python API; the rest goes
+through HTTP. Then every route of the app is called (`app.routes` is enumerated: a route the
+record does not cover fails the test) with valid input, with its filters, and with what it
+refuses: 401, 403, 404, 413, 422 and 429 answers and their bodies.
+
+Recorded per exchange, in order (``exchanges`` in tests/service/golden/api.json): the route,
+the request (method, path and query), who asked, the request body, the status, a few headers
+(content type, ETag, X-Content-SHA256, Content-Disposition, WWW-Authenticate, Retry-After,
+Cache-Control) and the body: JSON as it came (object key order included: the record is
+compared as text, so a response whose keys come in another order fails), server-sent events
+line by line (each ``data:`` line's JSON normalised), anything else as its size and sha256.
+For ``/openapi.json`` only, per path and method (``openapi``): the documented status codes,
+the request body's content types and schema ``$ref`` and the parameters (name, in, required),
+sorted; the rest of that document is not compared.
+
+Normalised before recording: ISO timestamps -> ``<time>``; ETags of JSON answers (hashes of
+bodies that hold timestamps) -> ``<etag>`` (the artifact's, its sha256, is kept);
+``heartbeat_age_s`` -> ``<age>``; this machine's host target in ``GET /targets`` -> ``<host>``;
+token texts -> ``<token>``; the temporary data folder -> ``<data_dir>``; strings over 1000
+characters (the exported database's files) -> their length and sha256. Ids are kept: they are
+deterministic on a fresh store. Worker names, host names, pids and fingerprints are the
+seeded constants, and every target is named explicitly (never ``"host"``), so nothing here
+depends on the machine (an x86-64 LLVM is assumed: the targets are skylake-avx512 and
+cascadelake CPUs and an sm_90 GPU).
+
+After the restructure (issue 15), the only difference allowed is that response schemas are
+added to the OpenAPI document (``content`` of responses), which this record does not compare;
+every exchange, status code, parameter and request body must stay as it is here.
+
+Regenerate (only for an intended change of the API, and say why in the commit):
+``TUNEHUB_UPDATE_GOLDEN=1 python -m pytest tests/service/test_api_golden.py`` writes the file
+and passes; without it a mismatch fails with a unified diff of the record.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+import httpx
+import pytest
+
+import service
+from schedules_db import Store, make_engine, upgrade_schema
+from schedules_db.store import NewRecord, NewSchedule, tvm_series
+from schedules_db.tokens import TokenStore
+from service.app import create_app
+from service.settings import Settings
+from tests.conftest import TINY, ServerThread
+
+GOLDEN = Path(__file__).with_name("golden") / "api.json"
+UPDATE = os.environ.get("TUNEHUB_UPDATE_GOLDEN", "").lower() in ("1", "true", "yes", "on")
+API = "/api/v1"
+DIFF_LINES = 200
+
+# Explicit targets (never "host": the record must not depend on the machine it runs on).
+SKYLAKE = {"kind": "llvm", "mcpu": "skylake-avx512", "num-cores": 3}  # label skylake-avx512-3c
+CUDA = {"kind": "cuda", "arch": "sm_90"}  # label cuda-sm_90
+CASCADE = {"kind": "llvm", "mcpu": "cascadelake", "num-cores": 6}  # label cascadelake-6c
+UNKNOWN = {"kind": "llvm", "mcpu": "znver3", "num-cores": 5}  # valid, never stored
+
+TVM_VERSION = "0.27.0"  # the records' TVM version (series 0.27, the installed one's)
+WORKER = timedelta(seconds=60)
+# Three MetaSchedule traces of the tiny matmul (they replay on it: the import checks that).
+TRACES = [
+    '[[["GetSBlock",[],["C","main"],["b0"]],["GetLoops",["b0"],[],["l1","l2","l3"]],'
+    f'["Split",["l2",{a},{b}],[true,false],["l4","l5"]]],[]]'
+    for a, b in ((4, 8), (8, 4), (2, 16))
+]
+ARTIFACT = b"tunehub golden record: the library of schedule 1\n"
+TIR_SOURCE = """@I.ir_module
+class Module:
+    @T.prim_func(s_tir=True)
+    def main(A: T.Buffer((16,), "float32"), B: T.Buffer((16,), "float32")):
+        for i in range(16):
+            with T.sblock("B"):
+                v_i = T.axis.spatial(16, i)
+                B[v_i] = A[v_i] * T.float32(2.0)
+"""
+
+# Who asks: a token per identity ("anonymous" sends none; "stranger" a well-formed unknown one).
+TOKENS = {
+    "root": ["admin"],
+    "alice": ["submit"],
+    "reader": ["read"],
+    "mallory": ["submit"],  # revoked before the server starts
+}
+RECORDED_HEADERS = (
+    "content-type",
+    "etag",
+    "x-content-sha256",
+    "content-disposition",
+    "www-authenticate",
+    "retry-after",
+    "cache-control",
+)
+TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:[+-]\d\d:\d\d|Z)?")
+TOKEN_TEXT = re.compile(r"thb_[A-Za-z0-9_-]+")
+LONG_TEXT = 1000
+
+
+# ---------------------------------------------------------------- normalisation
+@dataclass
+class Normaliser:
+    """Replaces what differs from run to run (see the module docstring)."""
+
+    data_dir: str
+
+    def __call__(self, value: Any, key: str | None = None) -> Any:
+        if key == "heartbeat_age_s" and isinstance(value, (int, float)):
+            return "<age>"
+        if key == "host" and isinstance(value, dict):  # GET /targets: this machine's target
+            return {k: "<host>" for k in value}
+        if isinstance(value, dict):
+            return {k: self(v, k) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self(v) for v in value]
+        if isinstance(value, str):
+            return self.text(value)
+        return value
+
+    def text(self, value: str) -> str:
+        value = TIME.sub("<time>", value.replace(self.data_dir, "<data_dir>"))
+        value = TOKEN_TEXT.sub("<token>", value)
+        if len(value) > LONG_TEXT:
+            digest = hashlib.sha256(value.encode()).hexdigest()
+            return f"<{len(value)} characters, sha256 {digest}>"
+        return value
+
+    def events(self, text: str) -> list[str]:
+        """A server-sent event stream, line by line, each ``data:`` line's JSON normalised."""
+        lines = []
+        for line in text.split("\n"):
+            if line.startswith("data: "):
+                line = "data: " + json.dumps(self(json.loads(line[len("data: ") :])))
+            lines.append(line)
+        return lines
+
+
+# ---------------------------------------------------------------- the recording client
+def _route_regex(route: str) -> re.Pattern[str]:
+    return re.compile(re.sub(r"\\\{[^}]+\\\}", "[^/]+", re.escape(route)))
+
+
+@dataclass
+class Recorder:
+    """An HTTP client that records every exchange (see the module docstring)."""
+
+    http: httpx.Client
+    tokens: dict[str, str]
+    normalise: Normaliser
+    exchanges: list[dict[str, Any]] = field(default_factory=list)
+    openapi: dict[str, Any] | None = None
+
+    def call(
+        self,
+        method: str,
+        route: str,
+        who: str = "root",
+        query: dict[str, Any] | None = None,
+        body: Any = None,
+        content: bytes | None = None,
+        headers: dict[str, str] | None = None,
+        why: str | None = None,
+        keep_etag: bool = False,
+        **path: Any,
+    ) -> httpx.Response:
+        """``method`` on ``route`` (a path template, its ``{fields}`` from ``path``)."""
+        sent = dict(headers or {})
+        if who in self.tokens:
+            sent["Authorization"] = f"Bearer {self.tokens[who]}"
+        extra: dict[str, Any] = {}
+        if body is not None:
+            extra["json"] = body
+        if content is not None:
+            extra["content"] = content
+            sent.setdefault("Content-Type", "application/json")
+        url = route.format(**path)
+        response = self.http.request(method, url, params=query, headers=sent, **extra)
+        request = unquote(response.request.url.raw_path.decode("ascii"))
+        assert _route_regex(route).fullmatch(request.split("?")[0]), (route, request)
+        entry: dict[str, Any] = {"route": f"{method} {route}", "request": f"{method} {request}"}
+        entry["as"] = who
+        if why:
+            entry["why"] = why
+        if body is not None:
+            entry["body"] = self.normalise(body)
+        elif content is not None:
+            text = content.decode("utf-8", "replace")
+            if len(text) > LONG_TEXT:
+                text = f"<{len(content)} bytes>"
+            entry["body_text"] = self.normalise.text(text)
+        entry["status"] = response.status_code
+        entry["headers"] = {
+            name: response.headers[name] for name in RECORDED_HEADERS if name in response.headers
+        }
+        if "etag" in entry["headers"] and not keep_etag:
+            entry["headers"]["etag"] = "<etag>"
+        ctype = response.headers.get("content-type", "")
+        if route == "/openapi.json" and response.status_code == 200:
+            self.openapi = response.json()
+            entry["json"] = "<the OpenAPI document: its compared parts are under 'openapi'>"
+        elif ctype.startswith("application/json"):
+            entry["json"] = self.normalise(response.json())
+        elif ctype.startswith("text/event-stream"):
+            entry["events"] = self.normalise.events(response.text)
+        elif response.content:
+            entry["content"] = {
+                "bytes": len(response.content),
+                "sha256": hashlib.sha256(response.content).hexdigest(),
+            }
+        self.exchanges.append(entry)
+        return response
+
+
+def app_routes(app: Any) -> set[str]:
+    """``"METHOD path"`` of every route the app serves (HEAD only where it is not GET's)."""
+    try:  # FastAPI >= 0.16x includes routers lazily: walk the effective routes
+        from fastapi.routing import iter_route_contexts
+    except ImportError:  # pragma: no cover - older FastAPI: app.routes is flat
+        routes: Any = app.routes
+    else:
+        routes = iter_route_contexts(app.routes)
+    found = set()
+    for route in routes:
+        methods = set(getattr(route, "methods", None) or ())
+        if "GET" in methods:
+            methods.discard("HEAD")
+        found |= {f"{method} {route.path}" for method in methods}
+    return found
+
+
+def openapi_summary(document: dict[str, Any]) -> dict[str, Any]:
+    """Per ``"METHOD path"``: the documented status codes, the request body's content types
+    with their schema ``$ref`` (the schema where there is none) and the parameters."""
+    summary = {}
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            body = operation.get("requestBody")
+            summary[f"{method.upper()} {path}"] = {
+                "parameters": sorted(
+                    (
+                        {"name": p["name"], "in": p["in"], "required": p.get("required", False)}
+                        for p in operation.get("parameters", [])
+                    ),
+                    key=lambda p: (p["in"], p["name"]),
+                ),
+                "request_body": None
+                if body is None
+                else {
+                    "required": body.get("required", False),
+                    "content": {
+                        ctype: media.get("schema", {}).get("$ref", media.get("schema"))
+                        for ctype, media in sorted(body.get("content", {}).items())
+                    },
+                },
+                "responses": sorted(operation.get("responses", {})),
+            }
+    return dict(sorted(summary.items()))
+
+
+# ---------------------------------------------------------------- the seeded deployment
+@dataclass
+class Seeded:
+    """The recorder over a seeded server, and the app (for its route table)."""
+
+    api: Recorder
+    app: Any
+    ids: dict[str, int]
+
+
+def _job(operator: str, params: dict[str, Any], target: Any, trials: int, **extra: Any) -> dict:
+    return {"operator": {"name": operator, "params": params}, "target": target, "trials": trials,
+            **extra}  # fmt: skip
+
+
+def _publish_job_1(store: Store, artifacts: Path, job_id: int) -> None:
+    """What worker-a does with job 1: claim it, measure three candidates (one fails), report
+    progress, write the artifact and publish the best."""
+    job = store.get_job(job_id)
+    assert store.claim_job(job_id, "worker-a", WORKER)
+    for trace, secs in zip(TRACES, ([2e-5, 2.2e-5, 2.1e-5], [1.5e-5] * 3, [1e10]), strict=True):
+        record = NewRecord(trace, secs, [["TENSOR", "float32", [32, 32]]] * 3, TVM_VERSION)
+        assert store.add_record(job.workload_id, job.target_id, job_id, record)
+    assert store.update_progress(job_id, "worker-a", 3, 15.0)
+    best = store.top_k_records(job.workload_id, job.target_id, 1)[0]
+    sha = hashlib.sha256(ARTIFACT).hexdigest()
+    (artifacts / sha[:2]).mkdir(parents=True, exist_ok=True)
+    (artifacts / sha[:2] / f"{sha}.so").write_bytes(ARTIFACT)
+    schedule = NewSchedule(
+        record_id=best.id, latency_us=15.0, untuned_latency_us=120.0, max_abs_error=2.5e-7,
+        tir="# the scheduled TIR of matmul 32x32x32\n", artifact_sha256=sha,
+        artifact_size=len(ARTIFACT), artifact_path=f"{sha[:2]}/{sha}.so",
+    )  # fmt: skip
+    assert store.finish_job(job_id, "worker-a", schedule) is not None
+
+
+@pytest.fixture
+def seeded(tmp_path: Path) -> Iterator[Seeded]:
+    """A fresh SQLite store and a real server over it (auth on, no reaper, no worker), seeded
+    through HTTP where the API can do it and through the store where only a worker can."""
+    import tvm
+
+    data_dir = tmp_path / "data"
+    settings = Settings(
+        data_dir=data_dir,
+        auth=True,
+        write_rate_per_s=0,  # the rate limit depends on timing; the job cap answers 429 instead
+        max_active_jobs=5,
+        max_trials=500,
+    )
+    engine = make_engine(settings.store_url)
+    upgrade_schema(engine)
+    store = Store(engine, tvm_series=tvm_series(tvm.__version__))
+    tokens = TokenStore(engine)
+    texts = {"stranger": "thb_" + "0" * 43}
+    for name, scopes in TOKENS.items():
+        expires = None if name != "alice" else _in_days(30)
+        texts[name], _ = tokens.create(name, scopes, expires)
+    tokens.revoke("mallory")
+    app = create_app(settings, run_reaper=False)
+    ids: dict[str, int] = {}
+    with (
+        ServerThread(app) as server,
+        httpx.Client(base_url=server.url, timeout=120) as http,
+    ):
+        api = Recorder(http, texts, Normaliser(str(tmp_path)))
+        jobs = API + "/jobs"
+        first = _job("matmul", dict(TINY), SKYLAKE, 8)
+        # Job 1 (target 1, workload 1), done by worker-a below.
+        created = api.call("POST", jobs, body=first, why="a queued job; no worker yet")
+        assert created.status_code == 201, created.text
+        target_1 = store.find_target(created.json()["target"]["key"]).id
+        store.register_worker("worker-a", "node-a", 1001, [target_1], {"cpu_model": "golden"})
+        # Job 2 (alice's, by target label), which she cancels.
+        alice_job = _job("matmul", {"M": 16, "N": 8, "K": 4}, "skylake-avx512-3c", 4,
+                         submitted_by="mallory")  # fmt: skip
+        api.call("POST", jobs, "alice", body=alice_job, why="submitted_by is ignored")
+        api.call("POST", jobs + "/{job_id}/cancel", "alice", job_id=2, why="a queued job")
+        _publish_job_1(store, settings.artifacts, 1)
+        # Job 3: the same budget again is a cache hit.
+        api.call("POST", jobs, body=first, why="a cache hit")
+        # Job 4 (target 2, workload 3): worker-b fails it after a failed candidate.
+        api.call("POST", jobs, body=_job("dense", {"M": 1, "N": 64, "K": 64}, CUDA, 16))
+        target_2 = store.get_job(4).target_id
+        store.register_worker("worker-b", "node-b", 1002, [target_2], {"gpu": "golden"},
+                              {"tracker": "127.0.0.1:9190", "key": "h200"})  # fmt: skip
+        assert store.claim_job(4, "worker-b", WORKER)
+        failed = NewRecord(TRACES[0], [1e10], [], TVM_VERSION)
+        assert store.add_record(store.get_job(4).workload_id, target_2, 4, failed)
+        assert store.fail_job(4, "worker-b", "RuntimeError: every candidate failed to build")
+        # Job 5 (workload 4): the plain function wins; its artifact file is missing.
+        api.call("POST", jobs, body=_job("exp", {"shape": [16]}, CUDA, 4))
+        assert store.claim_job(5, "worker-b", WORKER)
+        plain = NewSchedule(None, 3.0, 3.0, 0.0, "# the plain exp\n", "ab" * 32, 1234,
+                            f"{'ab'}/{'ab' * 32}.so", tvm_series=store.series)  # fmt: skip
+        assert store.finish_job(5, "worker-b", plain) is not None
+        store.worker_stopped("worker-b")
+        # Job 6 (workload 5): running on worker-a, with progress.
+        api.call("POST", jobs, body=_job("softmax", {"rows": 4, "cols": 8}, SKYLAKE, 32))
+        assert store.claim_job(6, "worker-a", WORKER)
+        assert store.update_progress(6, "worker-a", 12, 42.5)
+        store.worker_heartbeat("worker-a", 6)
+        # Jobs 7 and 8: queued, one on a served target and one on a target nobody serves.
+        api.call("POST", jobs, body=_job("matmul", {"M": 64, "N": 64, "K": 64}, SKYLAKE, 64,
+                 priority=-5, transfer_cost_model=False, space="plain"))  # fmt: skip
+        api.call("POST", jobs, body=_job("relu", {"shape": [4, 8]}, CUDA, 8))
+        # Job 9 (workload 8): raw TIR, parsed in isolation.
+        tir = {"tir": {"format": "tvmscript", "source": TIR_SOURCE}, "target": SKYLAKE, "trials": 2}
+        created = api.call("POST", jobs, body=tir, why="raw TIR")
+        assert created.status_code == 201, created.text
+        # Export target 1's database and import it for target 3: workload 9, job 10.
+        exported = api.call("GET", API + "/export", query={"target": "skylake-avx512-3c"})
+        assert exported.status_code == 200, exported.text
+        database = {k: v for k, v in exported.json().items() if k.startswith("database_")}
+        imported = api.call("POST", API + "/import", body={"target": CASCADE, **database})
+        assert imported.status_code == 201, imported.text
+        ids.update(target_1=target_1, target_2=target_2)
+        yield Seeded(api, app, ids)
+    engine.dispose()
+
+
+def _in_days(days: int) -> datetime:
+    return datetime.now(timezone.utc) + timedelta(days=days)
+
+
+# ---------------------------------------------------------------- the tour
+def _tour(api: Recorder) -> None:
+    """Every route: valid input, filters, and what it refuses."""
+    call = api.call
+    jobs, job, schedules = API + "/jobs", API + "/jobs/{job_id}", API + "/schedules"
+    call("GET", "/healthz", who="anonymous")
+    call("GET", "/openapi.json", who="anonymous")
+    for page in ("/docs", "/docs/oauth2-redirect", "/redoc"):
+        call("GET", page, who="anonymous")
+
+    # Who is asking.
+    for who in ("root", "alice", "reader"):
+        call("GET", API + "/me", who)
+    for who in ("anonymous", "stranger", "mallory"):
+        call("GET", API + "/me", who, why="no usable token")
+    call("GET", jobs, "anonymous", why="reads need a token too (anonymous_reads off)")
+
+    # Catalog, targets, workers.
+    call("GET", API + "/operators")
+    call("GET", API + "/targets")
+    call("GET", API + "/workers")
+
+    # Jobs.
+    call("GET", jobs)
+    for query in ({"state": "queued"}, {"state": "succeeded"}, {"state": "running"},
+                  {"state": "cancelled", "limit": 1}, {"limit": 2}):  # fmt: skip
+        call("GET", jobs, query=query)
+    for query in ({"state": "done"}, {"limit": 0}, {"limit": 1001}, {"limit": "many"}):
+        call("GET", jobs, query=query)
+    for job_id in range(1, 11):
+        call("GET", job, job_id=job_id)
+    call("GET", job, job_id=999)
+    for bad in (0, 2**31, "abc"):
+        call("GET", job, job_id=bad)
+    for job_id in (1, 2, 3, 4):  # final jobs: the stream ends
+        call("GET", job + "/events", job_id=job_id)
+    call("GET", job + "/events", job_id=999)
+    call("GET", job + "/events", job_id=0)
+
+    # Schedules and artifacts.
+    call("GET", schedules)
+    for query in (
+        {"operator": "matmul"},
+        {"operator": "nope"},
+        {"target": "skylake-avx512-3c"},
+        {"target": json.dumps(SKYLAKE)},
+        {"target": "cuda-sm_90"},
+        {"target": json.dumps(UNKNOWN)},
+        {"workload_id": 4},
+        {"limit": 1},
+    ):
+        call("GET", schedules, query=query)
+    for query in ({"target": "nope"}, {"workload_id": 0}, {"limit": 1001}):
+        call("GET", schedules, query=query)
+    one = call("GET", schedules + "/{schedule_id}", schedule_id=1)
+    call("GET", schedules + "/{schedule_id}", headers={"If-None-Match": one.headers["etag"]},
+         schedule_id=1, why="ETag still current")  # fmt: skip
+    call("GET", schedules + "/{schedule_id}", schedule_id=2, why="the plain function")
+    call("GET", schedules + "/{schedule_id}", schedule_id=999)
+    call("GET", schedules + "/{schedule_id}", schedule_id=2**31)
+    artifact = schedules + "/{schedule_id}/artifact"
+    got = call("GET", artifact, schedule_id=1, keep_etag=True)
+    call("GET", artifact, headers={"If-None-Match": got.headers["etag"]}, schedule_id=1,
+         keep_etag=True)  # fmt: skip
+    call("GET", artifact, schedule_id=2, why="its file is missing")
+    call("GET", artifact, schedule_id=999)
+    call("GET", artifact, schedule_id=0)
+
+    # Workloads.
+    call("GET", API + "/workloads")
+    for query in ({"operator": "matmul"}, {"operator": "nope"}, {"limit": 2}):
+        call("GET", API + "/workloads", query=query)
+    call("GET", API + "/workloads", query={"limit": 0})
+    for workload_id in (1, 3, 4, 9):
+        call("GET", API + "/workloads/{workload_id}", workload_id=workload_id)
+    call("GET", API + "/workloads/{workload_id}", workload_id=999)
+    call("GET", API + "/workloads/{workload_id}", workload_id=0)
+
+    # Export and import.
+    key = api.exchanges[0]["json"]["target"]["key"]
+    for target in (key, "cuda-sm_90", json.dumps(CASCADE)):
+        call("GET", API + "/export", query={"target": target})
+    call("GET", API + "/export", query={"target": json.dumps(UNKNOWN)}, why="nothing measured")
+    call("GET", API + "/export", query={"target": "nope"})
+    call("GET", API + "/export")
+    bad_imports = [
+        {"target": CASCADE, "database_workload.json": "not json\n",
+         "database_tuning_record.json": ""},
+        {"target": CASCADE, "database_workload.json": "", "database_tuning_record.json": ""},
+        {"target": CASCADE, "database_workload.json": "", "extra": 1},
+    ]  # fmt: skip
+    for body in bad_imports:
+        call("POST", API + "/import", body=body)
+    call("POST", API + "/import", "alice", body=bad_imports[1], why="a target no worker has")
+    call("POST", API + "/import", "reader", body=bad_imports[1])
+
+    # Cancelling.
+    cancel = job + "/cancel"
+    call("POST", cancel, "alice", job_id=7, why="root's job")
+    call("POST", cancel, job_id=7, why="queued: cancelled at once")
+    call("POST", cancel, job_id=6, why="running: cancel_requested")
+    call("POST", cancel, job_id=1, why="final: unchanged")
+    call("POST", cancel, job_id=999)
+    call("POST", cancel, job_id=0)
+    call("POST", cancel, content=b"x" * 70_000, job_id=8, why="over the 64 KiB body cap")
+    call("GET", jobs, query={"limit": 3})
+
+    # Refused job bodies (root has 4 unfinished jobs: under the cap of 5).
+    tiny = _job("matmul", dict(TINY), SKYLAKE, 8)
+    refused = [
+        (b'{"trials": 8,', None),
+        (None, {}),
+        (None, {**tiny, "tir": {"format": "tvmscript", "source": TIR_SOURCE}}),
+        (None, {**tiny, "operator": {"name": "conv9d", "params": {}}}),
+        (None, _job("matmul", {"M": 0, "N": 4.5}, SKYLAKE, 8)),
+        (None, {**tiny, "trials": 501}),
+        (None, {**tiny, "trials": "8"}),
+        (None, {**tiny, "target": "llvm -mcpu=znver4"}),
+        (None, {**tiny, "target": {"kind": "quantum"}}),
+        (None, {**tiny, "space": "dense"}),
+        (None, _job("softmax", {"rows": 4, "cols": 8}, SKYLAKE, 8, space="packed")),
+        (None, {**tiny, "unknown": 1}),
+        (None, {**tiny, "tir": {"format": "c", "source": "int main;"}, "operator": None}),
+        (b'{"operator": {"name": "matmul", "params": {"M": NaN}}, "trials": 8}', None),
+    ]
+    for content, body in refused:
+        call("POST", jobs, body=body, content=content)
+    tir = {"tir": {"format": "tvmscript", "source": TIR_SOURCE}, "target": SKYLAKE, "trials": 2}
+    call("POST", jobs, "alice", body=tir, why="raw TIR needs submit-code")
+    call("POST", jobs, "alice", body={**tiny, "priority": 10}, why="priority > 0 needs admin")
+    call("POST", jobs, "alice", body={**tiny, "target": CASCADE}, why="no worker has it")
+    call("POST", jobs, "reader", body=tiny)
+    call("POST", jobs, "anonymous", body=tiny)
+    call("POST", jobs, body=_job("matmul", dict(TINY), CASCADE, 16), why="root's 5th")
+    call("POST", jobs, body=tiny, why="over the cap of 5 unfinished jobs")
+    call("GET", API + "/targets")
+    call("GET", API + "/workers")
+
+
+def test_every_route_answers_as_the_golden_record_says(seeded: Seeded) -> None:
+    here = Path(__file__).resolve().parents[2]
+    assert Path(service.__file__).resolve().is_relative_to(here), (
+        f"service is imported from {service.__file__}, not this checkout ({here}): run from "
+        "its root or set PYTHONPATH"
+    )
+    api = seeded.api
+    _tour(api)
+
+    served = app_routes(seeded.app)
+    covered = {entry["route"] for entry in api.exchanges}
+    assert not served - covered, f"routes the golden record does not cover: {served - covered}"
+    assert not covered - served, f"recorded routes the app does not serve: {covered - served}"
+    assert api.openapi is not None
+    record = {
+        "about": "tests/service/test_api_golden.py: regenerate with TUNEHUB_UPDATE_GOLDEN=1",
+        "routes": sorted(covered),
+        "exchanges": api.exchanges,
+        "openapi": openapi_summary(api.openapi),
+    }
+    text = json.dumps(record, indent=1, ensure_ascii=False) + "\n"
+    if UPDATE:
+        GOLDEN.parent.mkdir(parents=True, exist_ok=True)
+        GOLDEN.write_text(text, encoding="utf-8")
+        return
+    assert GOLDEN.is_file(), f"{GOLDEN} is missing: run with TUNEHUB_UPDATE_GOLDEN=1"
+    golden = GOLDEN.read_text(encoding="utf-8")
+    if golden != text:
+        diff = list(
+            difflib.unified_diff(
+                golden.splitlines(), text.splitlines(), "golden/api.json", "live", lineterm=""
+            )
+        )
+        shown = "\n".join(diff[:DIFF_LINES])
+        more = f"\n... {len(diff) - DIFF_LINES} more diff lines" if len(diff) > DIFF_LINES else ""
+        pytest.fail(
+            f"the API no longer answers as {GOLDEN.name} records (regenerate with "
+            f"TUNEHUB_UPDATE_GOLDEN=1 only for an intended change)\n"
+            f"{_changed_parts(json.loads(golden), record)}\n{shown}{more}",
+            pytrace=False,
+        )
+
+
+def _changed_parts(golden: dict[str, Any], live: dict[str, Any]) -> str:
+    """Which exchanges (by number and request) and which other parts differ, for the reader
+    of a failure."""
+    lines = []
+    old, new = golden.get("exchanges", []), live["exchanges"]
+    for number in range(max(len(old), len(new))):
+        was = old[number] if number < len(old) else None
+        now = new[number] if number < len(new) else None
+        if json.dumps(was) != json.dumps(now):
+            request = (now or was or {}).get("request")
+            lines.append(f"  exchange {number}: {request} ({(now or was or {}).get('as')})")
+    if len(lines) > 20:
+        lines[20:] = [f"  ... and {len(lines) - 20} more exchanges"]
+    for part in ("routes", "openapi"):
+        if json.dumps(golden.get(part)) != json.dumps(live[part]):
+            lines.append(f"  {part}")
+    return "differing parts:\n" + "\n".join(lines)
