@@ -60,8 +60,9 @@ import pytest
 
 import service
 from schedules_db import Store, make_engine, upgrade_schema
-from schedules_db.store import NewRecord, NewSchedule, tvm_series
+from schedules_db.keys import tvm_series
 from schedules_db.tokens import TokenStore
+from schedules_db.values import NewRecord, NewSchedule
 from service.app import create_app
 from service.settings import Settings
 from tests.conftest import TINY, ServerThread
@@ -295,13 +296,13 @@ def _job(operator: str, params: dict[str, Any], target: Any, trials: int, **extr
 def _publish_job_1(store: Store, artifacts: Path, job_id: int) -> None:
     """What worker-a does with job 1: claim it, measure three candidates (one fails), report
     progress, write the artifact and publish the best."""
-    job = store.get_job(job_id)
-    assert store.claim_job(job_id, "worker-a", WORKER)
+    job = store.jobs.get(job_id)
+    assert store.jobs.claim(job_id, "worker-a", WORKER)
     for trace, secs in zip(TRACES, ([2e-5, 2.2e-5, 2.1e-5], [1.5e-5] * 3, [1e10]), strict=True):
         record = NewRecord(trace, secs, [["TENSOR", "float32", [32, 32]]] * 3, TVM_VERSION)
-        assert store.add_record(job.workload_id, job.target_id, job_id, record)
-    assert store.update_progress(job_id, "worker-a", 3, 15.0)
-    best = store.top_k_records(job.workload_id, job.target_id, 1)[0]
+        assert store.records.add(job.workload_id, job.target_id, job_id, record)
+    assert store.jobs.update_progress(job_id, "worker-a", 3, 15.0)
+    best = store.records.top_k(job.workload_id, job.target_id, 1)[0]
     sha = hashlib.sha256(ARTIFACT).hexdigest()
     (artifacts / sha[:2]).mkdir(parents=True, exist_ok=True)
     (artifacts / sha[:2] / f"{sha}.so").write_bytes(ARTIFACT)
@@ -310,7 +311,7 @@ def _publish_job_1(store: Store, artifacts: Path, job_id: int) -> None:
         tir="# the scheduled TIR of matmul 32x32x32\n", artifact_sha256=sha,
         artifact_size=len(ARTIFACT), artifact_path=f"{sha[:2]}/{sha}.so",
     )  # fmt: skip
-    assert store.finish_job(job_id, "worker-a", schedule) is not None
+    assert store.schedules.publish(job_id, "worker-a", schedule) is not None
 
 
 @pytest.fixture
@@ -348,8 +349,8 @@ def seeded(tmp_path: Path) -> Iterator[Seeded]:
         # Job 1 (target 1, workload 1), done by worker-a below.
         created = api.call("POST", jobs, body=first, why="a queued job; no worker yet")
         assert created.status_code == 201, created.text
-        target_1 = store.find_target(created.json()["target"]["key"]).id
-        store.register_worker("worker-a", "node-a", 1001, [target_1], {"cpu_model": "golden"})
+        target_1 = store.catalog.find_target(created.json()["target"]["key"]).id
+        store.fleet.register("worker-a", "node-a", 1001, [target_1], {"cpu_model": "golden"})
         # Job 2 (alice's, by target label), which she cancels.
         alice_job = _job("matmul", {"M": 16, "N": 8, "K": 4}, "skylake-avx512-3c", 4,
                          submitted_by="mallory")  # fmt: skip
@@ -360,25 +361,25 @@ def seeded(tmp_path: Path) -> Iterator[Seeded]:
         api.call("POST", jobs, body=first, why="a cache hit")
         # Job 4 (target 2, workload 3): worker-b fails it after a failed candidate.
         api.call("POST", jobs, body=_job("dense", {"M": 1, "N": 64, "K": 64}, CUDA, 16))
-        target_2 = store.get_job(4).target_id
-        store.register_worker("worker-b", "node-b", 1002, [target_2], {"gpu": "golden"},
+        target_2 = store.jobs.get(4).target_id
+        store.fleet.register("worker-b", "node-b", 1002, [target_2], {"gpu": "golden"},
                               {"tracker": "127.0.0.1:9190", "key": "h200"})  # fmt: skip
-        assert store.claim_job(4, "worker-b", WORKER)
+        assert store.jobs.claim(4, "worker-b", WORKER)
         failed = NewRecord(TRACES[0], [1e10], [], TVM_VERSION)
-        assert store.add_record(store.get_job(4).workload_id, target_2, 4, failed)
-        assert store.fail_job(4, "worker-b", "RuntimeError: every candidate failed to build")
+        assert store.records.add(store.jobs.get(4).workload_id, target_2, 4, failed)
+        assert store.jobs.fail(4, "worker-b", "RuntimeError: every candidate failed to build")
         # Job 5 (workload 4): the plain function wins; its artifact file is missing.
         api.call("POST", jobs, body=_job("exp", {"shape": [16]}, CUDA, 4))
-        assert store.claim_job(5, "worker-b", WORKER)
+        assert store.jobs.claim(5, "worker-b", WORKER)
         plain = NewSchedule(None, 3.0, 3.0, 0.0, "# the plain exp\n", "ab" * 32, 1234,
                             f"{'ab'}/{'ab' * 32}.so", tvm_series=store.series)  # fmt: skip
-        assert store.finish_job(5, "worker-b", plain) is not None
-        store.worker_stopped("worker-b")
+        assert store.schedules.publish(5, "worker-b", plain) is not None
+        store.fleet.stopped("worker-b")
         # Job 6 (workload 5): running on worker-a, with progress.
         api.call("POST", jobs, body=_job("softmax", {"rows": 4, "cols": 8}, SKYLAKE, 32))
-        assert store.claim_job(6, "worker-a", WORKER)
-        assert store.update_progress(6, "worker-a", 12, 42.5)
-        store.worker_heartbeat("worker-a", 6)
+        assert store.jobs.claim(6, "worker-a", WORKER)
+        assert store.jobs.update_progress(6, "worker-a", 12, 42.5)
+        store.fleet.heartbeat("worker-a", 6)
         # Jobs 7 and 8: queued, one on a served target and one on a target nobody serves.
         api.call("POST", jobs, body=_job("matmul", {"M": 64, "N": 64, "K": 64}, SKYLAKE, 64,
                  priority=-5, transfer_cost_model=False, space="plain"))  # fmt: skip
