@@ -135,7 +135,7 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def add_parsers(
-    sub: argparse._SubParsersAction,
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
     data_options: Callable[[argparse.ArgumentParser], None],
     settings_of: Callable[[argparse.Namespace], Settings],
 ) -> None:

@@ -32,7 +32,7 @@ def die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
 
 
-def start_group(argv: list[str], env: dict[str, str]) -> subprocess.Popen:
+def start_group(argv: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
     """Start ``argv`` as the leader of a new process group that dies with this process."""
     return subprocess.Popen(argv, env=env, start_new_session=True, preexec_fn=die_with_parent)
 
@@ -43,7 +43,7 @@ def kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
-def stop_group(proc: subprocess.Popen, grace_s: float = STOP_GRACE_S) -> None:
+def stop_group(proc: subprocess.Popen[bytes], grace_s: float = STOP_GRACE_S) -> None:
     """SIGTERM a group leader's group, wait ``grace_s``, then SIGKILL what is left."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGTERM)
@@ -58,7 +58,7 @@ def supervise(argv: list[str], env: dict[str, str]) -> int:
     """Run ``argv`` (a worker) until it exits cleanly or this process is told to stop;
     restart it with exponential back-off when it dies otherwise. Returns its exit status."""
     stopping = False
-    child: subprocess.Popen | None = None
+    child: subprocess.Popen[bytes] | None = None
 
     def on_stop(signum: int, _frame: object) -> None:
         nonlocal stopping

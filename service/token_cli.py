@@ -1,6 +1,10 @@
 """`tunehub token create|list|revoke`: token administration, run on the server's host against
 the store (the database URL comes from the same flags and ``TUNEHUB_*`` variables as `serve`).
-This is how the first admin token is made; nothing here goes through the API."""
+This is how the first admin token is made; nothing here goes through the API.
+
+The store (SQLAlchemy) is imported only when a token command runs or its parser is built, so
+that `tunehub --help` and the client commands stay light.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +13,12 @@ import re
 import sys
 from collections.abc import Callable
 from datetime import date, datetime, timedelta, timezone
+from typing import TYPE_CHECKING
 
-from schedules_db import make_engine, upgrade_schema
-from schedules_db.models import utcnow
-from schedules_db.tokens import SCOPES, TokenInfo, TokenStore
 from service.settings import Settings
+
+if TYPE_CHECKING:
+    from schedules_db.tokens import TokenInfo, TokenStore
 
 DURATION = re.compile(r"(\d+)\s*([smhdw])")
 UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
@@ -25,7 +30,7 @@ def parse_expiry(text: str, now: datetime | None = None) -> datetime:
     match = DURATION.fullmatch(text.strip())
     if match:
         amount, unit = int(match.group(1)), match.group(2)
-        return (now or utcnow()) + timedelta(**{UNITS[unit]: amount})
+        return (now or datetime.now(timezone.utc)) + timedelta(**{UNITS[unit]: amount})
     try:
         value = datetime.fromisoformat(text.strip())
     except ValueError:
@@ -41,6 +46,10 @@ def parse_expiry(text: str, now: datetime | None = None) -> datetime:
 
 
 def _tokens(settings: Settings) -> TokenStore:
+    # Deferred: the store pulls in SQLAlchemy, which only the token commands need.
+    from schedules_db import make_engine, upgrade_schema
+    from schedules_db.tokens import TokenStore
+
     engine = make_engine(settings.store_url)
     upgrade_schema(engine)  # the first token may come before the first `serve`
     return TokenStore(engine)
@@ -96,15 +105,23 @@ def cmd_revoke(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def add_parser(
-    sub: argparse._SubParsersAction,
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
     data_options: Callable[[argparse.ArgumentParser], None],
     settings_of: Callable[[argparse.Namespace], Settings],
+    subcommands: bool = True,
 ) -> None:
-    """Add `token` and its subcommands to the `tunehub` parser."""
+    """Add `token` and (unless ``subcommands`` is false: `token` is listed, not parsed) its
+    subcommands to the `tunehub` parser."""
     token = sub.add_parser("token", help="create, list or revoke API tokens (on the server host)")
     actions = token.add_subparsers(dest="token_command", required=True)
+    if not subcommands:
+        return
+    # Deferred: the scope names are the store's (schedules_db imports SQLAlchemy).
+    from schedules_db.tokens import SCOPES
 
-    def bind(p: argparse.ArgumentParser, func: Callable[..., int]) -> None:
+    def bind(
+        p: argparse.ArgumentParser, func: Callable[[argparse.Namespace, Settings], int]
+    ) -> None:
         data_options(p)
         p.set_defaults(func=lambda args: func(args, settings_of(args)))
 

@@ -56,6 +56,7 @@ class TunehubClient:
         self.close()
 
     def _json(self, response: httpx.Response) -> Any:
+        """The body of a successful answer; `TunehubError` for an error answer."""
         if response.status_code >= 400:
             try:
                 detail = response.json().get("detail")
@@ -63,6 +64,16 @@ class TunehubClient:
                 detail = response.text
             raise TunehubError(response.status_code, detail)
         return response.json()
+
+    def _object(self, response: httpx.Response) -> dict[str, Any]:
+        """A successful answer whose body is a JSON object."""
+        body: dict[str, Any] = self._json(response)
+        return body
+
+    def _objects(self, response: httpx.Response) -> list[dict[str, Any]]:
+        """A successful answer whose body is a JSON array of objects."""
+        body: list[dict[str, Any]] = self._json(response)
+        return body
 
     # -- jobs ---------------------------------------------------------------------------------
     def submit(
@@ -113,20 +124,21 @@ class TunehubClient:
             "submitted_by": submitted_by,
             "space": space,
         }
-        return self._json(self.http.post("/jobs", json=body))
+        return self._object(self.http.post("/jobs", json=body))
 
     def job(self, job_id: int) -> dict[str, Any]:
         """The job's current state and progress."""
-        return self._json(self.http.get(f"/jobs/{job_id}"))
+        return self._object(self.http.get(f"/jobs/{job_id}"))
 
     def cancel(self, job_id: int) -> dict[str, Any]:
         """Ask the service to cancel a job."""
-        return self._json(self.http.post(f"/jobs/{job_id}/cancel"))
+        return self._object(self.http.post(f"/jobs/{job_id}/cancel"))
 
     def events(self, job_id: int) -> Iterator[tuple[str, dict[str, Any]]]:
         """The job's server-sent events as (event, data) until the stream ends (after the job
         is final, or when the connection drops)."""
-        event, data = "message", []
+        event = "message"
+        data: list[str] = []
         timeout = httpx.Timeout(self.http.timeout.connect, read=60.0)
         with self.http.stream("GET", f"/jobs/{job_id}/events", timeout=timeout) as response:
             if response.status_code >= 400:
@@ -194,14 +206,16 @@ class TunehubClient:
             time.sleep(poll_s)
 
     # -- schedules ----------------------------------------------------------------------------
-    def schedules(self, operator: str | None = None, target: str | None = None) -> list[dict]:
+    def schedules(
+        self, operator: str | None = None, target: str | None = None
+    ) -> list[dict[str, Any]]:
         """Verified best schedules, filtered by operator and target (key, label or 'host')."""
         params = {k: v for k, v in {"operator": operator, "target": target}.items() if v}
-        return self._json(self.http.get("/schedules", params=params))
+        return self._objects(self.http.get("/schedules", params=params))
 
     def schedule(self, schedule_id: int) -> dict[str, Any]:
         """One schedule with its trace and TIR."""
-        return self._json(self.http.get(f"/schedules/{schedule_id}"))
+        return self._object(self.http.get(f"/schedules/{schedule_id}"))
 
     def download_artifact(self, schedule_id: int, dest: str | Path) -> str:
         """Download a schedule's shared library to ``dest`` and check its sha256 (returned)."""
@@ -212,7 +226,7 @@ class TunehubClient:
             if response.status_code >= 400:
                 response.read()
                 self._json(response)
-            announced = response.headers.get("x-content-sha256", "")
+            announced: str = response.headers.get("x-content-sha256", "")
             with open(partial, "wb") as handle:
                 for chunk in response.iter_bytes():
                     digest.update(chunk)
@@ -228,35 +242,37 @@ class TunehubClient:
 
     def operators(self) -> list[dict[str, Any]]:
         """The operator catalog with parameter schemas."""
-        return self._json(self.http.get("/operators"))
+        return self._objects(self.http.get("/operators"))
 
     def export_database(self, target: str, directory: str | Path) -> dict[str, Any]:
         """Write the target's records as a MetaSchedule JSON database into ``directory``
         (`database_workload.json`, `database_tuning_record.json`); returns the summary."""
-        answer = self._json(self.http.get("/export", params={"target": target}))
+        answer = self._object(self.http.get("/export", params={"target": target}))
         folder = Path(directory)
         folder.mkdir(parents=True, exist_ok=True)
         for name in (WORKLOAD_FILE, RECORD_FILE):
             (folder / name).write_text(answer.pop(name))
         return answer
 
-    def import_database(self, directory: str | Path, target: str | dict[str, Any]) -> dict:
+    def import_database(
+        self, directory: str | Path, target: str | dict[str, Any]
+    ) -> dict[str, Any]:
         """Send a MetaSchedule JSON database folder measured on ``target``; the service stores
         it and queues the verification of each workload's best. Returns the summary."""
         folder = Path(directory)
-        body = {"target": target}
+        body: dict[str, Any] = {"target": target}
         for name in (WORKLOAD_FILE, RECORD_FILE):
             body[name] = (folder / name).read_text()
-        return self._json(self.http.post("/import", json=body, timeout=600))
+        return self._object(self.http.post("/import", json=body, timeout=600))
 
     def workers(self) -> list[dict[str, Any]]:
         """The worker fleet: live, stale and stopped workers with their targets and hardware."""
-        return self._json(self.http.get("/workers"))
+        return self._objects(self.http.get("/workers"))
 
     def targets(self) -> dict[str, Any]:
         """The host target and every known target."""
-        return self._json(self.http.get("/targets"))
+        return self._object(self.http.get("/targets"))
 
     def me(self) -> dict[str, Any]:
         """Who the token is: identity, scopes, expiry and the limits that apply."""
-        return self._json(self.http.get("/me"))
+        return self._object(self.http.get("/me"))

@@ -1,0 +1,285 @@
+"""The client commands of `tunehub`: submit, status, cancel, watch, schedules, fetch, export,
+import, workers, whoami, operators. Each talks to a server over HTTP through `TunehubClient`,
+so they run where only the light client (httpx) is installed."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from service.client.http import TunehubClient
+
+BAR_WIDTH = 30
+
+
+def _client(args: argparse.Namespace) -> TunehubClient:
+    return TunehubClient(args.server, token=args.token)
+
+
+def _parse_param(text: str) -> tuple[str, Any]:
+    if "=" not in text:
+        raise argparse.ArgumentTypeError(f"--param takes NAME=VALUE, got {text!r}")
+    name, raw = text.split("=", 1)
+    try:
+        value: Any = json.loads(raw)
+    except json.JSONDecodeError:
+        value = raw
+    return name.strip(), value
+
+
+def _progress_line(job: dict[str, Any]) -> str:
+    progress = job["progress"]
+    done, total = progress["trials_done"], job["trials"]
+    filled = int(BAR_WIDTH * min(done, total) / max(total, 1))
+    bar = "#" * filled + "." * (BAR_WIDTH - filled)
+    best = progress["best_latency_us"]
+    best_text = f"best {best:.1f} us {progress['best_gflops']:.1f} GFLOPS" if best else "best -"
+    return f"\r[{bar}] {done}/{total} trials  {best_text}  {job['state']:<9}"
+
+
+def _target_arg(text: str) -> str | dict[str, Any]:
+    """A --target value: a JSON object's text becomes the object; names pass through."""
+    if not text.strip().startswith("{"):
+        return text
+    target: dict[str, Any] = json.loads(text)
+    return target
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    """Submit a job; with --wait, draw its progress and print the result."""
+    params = dict(args.param or [])
+    target = _target_arg(args.target)
+    with _client(args) as client:
+        who = {"priority": args.priority, "space": args.space}
+        if args.tir:
+            if args.operator:
+                raise SystemExit("tunehub: give an operator or --tir FILE, not both")
+            fmt = "json" if args.tir.endswith(".json") else "tvmscript"
+            job = client.submit_tir(Path(args.tir).read_text(), fmt, target, args.trials, **who)
+        elif args.operator:
+            job = client.submit(args.operator, params, target, args.trials, **who)
+        else:
+            raise SystemExit("tunehub: give an operator name or --tir FILE")
+        print(f"job {job['id']}: {job['state']}" + (" (cache hit)" if job["cache_hit"] else ""))
+        if not args.wait:
+            return 0
+        return _follow(client, job["id"])
+
+
+def _follow(client: TunehubClient, job_id: int) -> int:
+    """Draw a job's progress bar from its event stream until it ends; print the result."""
+    shown = [""]
+
+    def draw(current: dict[str, Any]) -> None:
+        line = _progress_line(current)
+        if line != shown[0]:  # redraw only on change (logs stay readable when piped)
+            print(line, end="", flush=True)
+            shown[0] = line
+
+    job = client.watch(job_id, on_progress=draw)
+    print()
+    if job["state"] != "succeeded":
+        print(f"job {job['id']} {job['state']}: {job['error'] or ''}", file=sys.stderr)
+        return 1
+    sched = client.schedule(job["schedule_id"])
+    print(
+        f"schedule {sched['id']}: {sched['latency_us']:.2f} us, {sched['gflops']:.1f} GFLOPS, "
+        f"{sched['speedup_vs_untuned']:.1f}x faster than untuned, "
+        f"{sched['trials']} trials, max error {sched['max_abs_error']:.2g}, "
+        f"{sched['space']} space"
+    )
+    for param in sched["packed_params"]:
+        print(
+            f"  weight {param['index']} ({param['name']}) is packed: call {param['function']} "
+            f"once ({param['shape']} -> {param['packed_shape']}), then {sched['entry']} per call"
+        )
+    return 0
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    """Follow a job's progress (server-sent events) until it ends."""
+    with _client(args) as client:
+        return _follow(client, args.job_id)
+
+
+def cmd_workers(args: argparse.Namespace) -> int:
+    """Print the worker fleet."""
+    with _client(args) as client:
+        for w in client.workers():
+            targets = ",".join(t["label"] for t in w["targets"])
+            job = f"job {w['current_job_id']}" if w["current_job_id"] else "idle"
+            print(
+                f"{w['name']:<40} {w['status']:<8} {targets:<24} {job:<10} "
+                f"{w['fingerprint'].get('cpu_model', '')} (beat {w['heartbeat_age_s']} s ago)"
+            )
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """Write a target's records as a MetaSchedule JSON database folder."""
+    with _client(args) as client:
+        summary = client.export_database(args.target, args.directory)
+    print(
+        f"{args.directory}: {summary['workloads']} workloads, {summary['records']} records "
+        f"for {summary['target']['label']} (TVM {summary['tvm_series']})"
+    )
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    """Send a MetaSchedule JSON database folder measured on --target."""
+    with _client(args) as client:
+        summary = client.import_database(args.directory, _target_arg(args.target))
+    jobs = ", ".join(str(j["id"]) for j in summary["jobs"]) or "none"
+    print(
+        f"{summary['workloads']} workloads, {summary['records_added']} new records "
+        f"({summary['records_known']} known) for {summary['target']['label']}; "
+        f"verification jobs: {jobs}"
+    )
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """Print a job as JSON."""
+    with _client(args) as client:
+        print(json.dumps(client.job(args.job_id), indent=2))
+    return 0
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    """Cancel a job."""
+    with _client(args) as client:
+        job = client.cancel(args.job_id)
+    print(
+        f"job {job['id']}: {job['state']}"
+        + (" (cancel requested)" if job["state"] == "running" else "")
+    )
+    return 0
+
+
+def cmd_schedules(args: argparse.Namespace) -> int:
+    """List verified best schedules."""
+    with _client(args) as client:
+        rows = client.schedules(args.operator, args.target)
+    print(
+        f"{'id':>4}  {'operator':<10} {'params':<28} {'target':<20} {'latency_us':>11} "
+        f"{'GFLOPS':>8} {'speedup':>8} {'trials':>6} {'space':>6}"
+    )
+    for s in rows:
+        params = ",".join(f"{k}={v}" for k, v in s["workload"]["params"].items())
+        print(
+            f"{s['id']:>4}  {s['workload']['operator'] or '-':<10} {params:<28} "
+            f"{s['target']['label']:<20} {s['latency_us']:>11.2f} {s['gflops']:>8.1f} "
+            f"{s['speedup_vs_untuned']:>7.1f}x {s['trials']:>6} {s['space']:>6}"
+        )
+    return 0
+
+
+def cmd_fetch(args: argparse.Namespace) -> int:
+    """Download a schedule's shared library (sha256-checked), or its JSON with --schedule."""
+    with _client(args) as client:
+        if args.schedule:
+            text = json.dumps(client.schedule(args.schedule_id), indent=2)
+            Path(args.output).write_text(text) if args.output else print(text)
+            return 0
+        output = args.output or f"schedule{args.schedule_id}.so"
+        sha = client.download_artifact(args.schedule_id, output)
+    print(f"{output}: sha256 {sha}")
+    return 0
+
+
+def cmd_whoami(args: argparse.Namespace) -> int:
+    """Print who the token is (GET /me)."""
+    with _client(args) as client:
+        me = client.me()
+    expires = me["expires_at"] or "never"
+    print(
+        f"{me['identity']}: {', '.join(me['scopes'])} (token {me['token_id']}, expires {expires})"
+    )
+    return 0
+
+
+def cmd_operators(args: argparse.Namespace) -> int:
+    """Print the operator catalog."""
+    with _client(args) as client:
+        for op in client.operators():
+            params = ", ".join(op["params_schema"].get("properties", {}))
+            dtypes = "/".join(op.get("dtypes", []))
+            print(f"{op['name']:<18} {dtypes:<22} {op['description']}  [{params}]")
+    return 0
+
+
+def _server_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--server", help="tunehub URL (default $TUNEHUB_URL or http://127.0.0.1:8000)")
+    p.add_argument("--token", help="API token (default $TUNEHUB_TOKEN)")
+
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the client commands to the `tunehub` parser; each sets ``func`` (args -> status)."""
+    p = sub.add_parser("submit", help="submit a tuning job")
+    p.add_argument("operator", nargs="?", help="a catalog operator (see `tunehub operators`)")
+    p.add_argument("--tir", metavar="FILE", help="a raw TIR function: TVMScript, or .json")
+    p.add_argument("--param", action="append", type=_parse_param, help="NAME=VALUE")
+    p.add_argument("--target", default="host")
+    p.add_argument("--trials", type=int, default=64)
+    p.add_argument("--wait", action="store_true", help="follow progress until the job ends")
+    p.add_argument("--priority", type=int, default=0, help="higher runs first (-100..100)")
+    p.add_argument(
+        "--space",
+        choices=("auto", "plain", "packed"),
+        default="auto",
+        help="search space (auto: packed weights on CPU where the operator has them)",
+    )
+    p.add_argument("--submitted-by", help=argparse.SUPPRESS)  # ignored: the token says who
+    _server_options(p)
+    p.set_defaults(func=cmd_submit)
+
+    for name, func, help_text in (
+        ("status", cmd_status, "show a job"),
+        ("cancel", cmd_cancel, "cancel a job"),
+        ("watch", cmd_watch, "follow a job's progress until it ends"),
+    ):
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument("job_id", type=int)
+        _server_options(p)
+        p.set_defaults(func=func)
+
+    p = sub.add_parser("schedules", help="list verified best schedules")
+    p.add_argument("--operator")
+    p.add_argument("--target", help="key, label or 'host'")
+    _server_options(p)
+    p.set_defaults(func=cmd_schedules)
+
+    p = sub.add_parser("fetch", help="download a schedule's compiled library")
+    p.add_argument("schedule_id", type=int)
+    p.add_argument("-o", "--output")
+    p.add_argument("--schedule", action="store_true", help="fetch the schedule JSON instead")
+    _server_options(p)
+    p.set_defaults(func=cmd_fetch)
+
+    p = sub.add_parser("export", help="write a target's records as a MetaSchedule JSONDatabase")
+    p.add_argument("directory")
+    p.add_argument("--target", required=True, help="key, label, 'host' or JSON")
+    _server_options(p)
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("import", help="load a MetaSchedule JSONDatabase folder for a target")
+    p.add_argument("directory")
+    p.add_argument("--target", required=True, help="what it was measured on: 'host', label, JSON")
+    _server_options(p)
+    p.set_defaults(func=cmd_import)
+
+    p = sub.add_parser("workers", help="list the worker fleet")
+    _server_options(p)
+    p.set_defaults(func=cmd_workers)
+
+    p = sub.add_parser("whoami", help="who the token is and what it may do")
+    _server_options(p)
+    p.set_defaults(func=cmd_whoami)
+
+    p = sub.add_parser("operators", help="list the operator catalog")
+    _server_options(p)
+    p.set_defaults(func=cmd_operators)

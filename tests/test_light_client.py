@@ -1,0 +1,132 @@
+"""The light client is light: `service.client` and the `tunehub` command line (its help, the
+parsing of a client command, a client command against a real server) work in a process where
+the server's dependencies cannot be imported: a `sys.meta_path` finder refuses them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from service.app import create_app
+from service.settings import Settings
+from tests.conftest import ServerThread
+
+ROOT = Path(__file__).resolve().parent.parent
+# Third-party libraries of the server, the worker and TVM (the client CLI needs no TVM today).
+BLOCKED_LIBRARIES = (
+    "sqlalchemy",
+    "alembic",
+    "psycopg",
+    "fastapi",
+    "starlette",
+    "pydantic",
+    "uvicorn",
+    "celery",
+    "kombu",
+    "redis",
+    "tvm",
+    "tvm_ffi",
+    "numpy",
+    "xgboost",
+)
+# Of our packages only these may load: the light client and the CLI's own stdlib-only modules.
+ALLOWED_SERVICE = (
+    "service.client",
+    "service.cli",
+    "service.host_cli",
+    "service.token_cli",
+    "service.settings",
+    "service.supervisor",
+)
+BLOCKER = f"""
+import sys
+
+class RefuseServer:
+    '''Refuses the server's modules (ImportError), as if they were not installed.'''
+
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        def under(*prefixes):
+            return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+        ours = under("schedules_db", "tuning") or (under("service") and name != "service")
+        if under(*{BLOCKED_LIBRARIES!r}) or (ours and not under(*{ALLOWED_SERVICE!r})):
+            raise ImportError(f"{{name}} is not installed (blocked by test_light_client)")
+        return None
+
+sys.meta_path.insert(0, RefuseServer)
+"""
+
+
+def run_light(code: str) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` in a fresh interpreter behind the blocker; fails the test if it fails."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TUNEHUB_")}
+    done = subprocess.run(
+        [sys.executable, "-c", BLOCKER + textwrap.dedent(code)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done
+
+
+def test_the_blocker_refuses_the_server() -> None:
+    run_light(
+        """
+        for name in ("sqlalchemy", "fastapi", "celery", "tvm", "schedules_db", "service.api",
+                     "service.app", "service.worker", "service.queue", "tuning"):
+            try:
+                __import__(name)
+            except ImportError:
+                continue
+            raise SystemExit(f"{name} imported")
+        """
+    )
+
+
+def test_client_and_cli_help_import_no_server() -> None:
+    done = run_light(
+        """
+        import contextlib, io
+        from service.client import IntegrityError, TunehubClient, TunehubError
+        from service.cli import build_parser, main
+
+        for argv in (["--help"], ["fetch", "--help"], ["status", "--help"], ["submit", "--help"]):
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):
+                main(argv)
+            assert "usage: tunehub" in out.getvalue(), (argv, out.getvalue())
+            print(out.getvalue())
+        args = build_parser(token_commands=False).parse_args(
+            ["submit", "matmul", "--param", "M=64", "--target", '{"kind": "llvm"}', "--wait"]
+        )
+        assert args.operator == "matmul" and args.param == [("M", 64)] and args.wait, args
+        assert args.func.__module__ == "service.client.commands"
+        """
+    )
+    for command in ("serve", "worker", "token", "submit", "fetch", "whoami", "operators"):
+        assert command in done.stdout
+
+
+def test_a_client_command_talks_to_a_real_server(tmp_path: Path) -> None:
+    app = create_app(Settings(data_dir=tmp_path), run_reaper=False)
+    with ServerThread(app) as server:
+        done = run_light(
+            f"""
+            from service.cli import main
+
+            assert main(["operators", "--server", {server.url!r}]) == 0
+            assert main(["whoami", "--server", {server.url!r}]) == 0
+            assert main(["status", "999", "--server", {server.url!r}]) == 2  # HTTP 404
+            """
+        )
+    assert "matmul" in done.stdout and "conv2d" in done.stdout
+    assert done.stdout.count("\n") > 5
+    assert "local:" in done.stdout  # whoami with auth off
+    assert "HTTP 404" in done.stderr
