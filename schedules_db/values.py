@@ -1,10 +1,21 @@
-"""The store's value types: what its methods take and return (no SQLAlchemy, no ORM rows)."""
+"""The store's value types: what its methods take and return (no SQLAlchemy, no ORM rows).
+
+Every store method returns these, never an ORM row: frozen dataclasses detached from any
+session, safe to share between threads, whose field names are exactly the columns' names in
+`schedules_db.models` (``job.state``, ``schedule.latency_us``). Datetimes are as the database
+hands them back: timezone-aware on PostgreSQL, naive UTC on SQLite.
+
+Two reads leave a large column out, and their types say so: `WorkloadInfo` (a workload without
+its module JSON: joined reads and lists) under `Workload`, and `ScheduleInfo` (a schedule
+without its TIR: lists) under `Schedule`.
+"""
 
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, fields
+from datetime import datetime
+from typing import Any, ClassVar, Protocol, TypeVar
 
 FAILED_RUN_SECS = 1e9  # MetaSchedule marks failed candidates with run_secs == [1e10]
 
@@ -22,6 +33,170 @@ class JobState(str, enum.Enum):
 
 
 FINAL_STATES = (JobState.SUCCEEDED.value, JobState.FAILED.value, JobState.CANCELLED.value)
+
+
+class _Dataclass(Protocol):
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+
+_V = TypeVar("_V", bound=_Dataclass)
+
+
+def value_of(cls: type[_V], source: Any) -> _V:
+    """An instance of the value dataclass ``cls`` with each field read from the attribute of the
+    same name of ``source`` (an ORM row, inside its session)."""
+    return cls(**{f.name: getattr(source, f.name) for f in fields(cls)})
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """A hardware target (`TargetRow`): canonical TVM target JSON, its key, a unique label."""
+
+    id: int
+    key: str
+    canonical_json: str
+    kind: str
+    label: str
+    fingerprint: dict[str, Any]
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadInfo:
+    """A workload without its module JSON (`WorkloadRow` less ``mod_json``): what joined reads
+    and views need."""
+
+    id: int
+    shash: str
+    origin: str  # CATALOG or USER
+    operator: str | None
+    params: dict[str, Any]
+    flop: float
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Workload(WorkloadInfo):
+    """A workload (`WorkloadRow`) with its PrimFunc as TVM JSON."""
+
+    mod_json: str
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A tuning job (`JobRow`)."""
+
+    id: int
+    workload_id: int
+    target_id: int
+    trials: int
+    state: str  # a JobState value
+    queue: str
+    attempt: int
+    worker: str | None
+    heartbeat_at: datetime | None
+    cancel_requested: bool
+    trials_done: int
+    best_latency_us: float | None
+    cache_hit: bool
+    schedule_id: int | None
+    error: str | None
+    submitted_by: str | None
+    priority: int
+    task_id: str | None
+    transfer_cost_model: bool
+    cost_model: str | None
+    space: str
+    enqueued_at: datetime | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """A stored tuning record (`TuningRecordRow`): one measured candidate."""
+
+    id: int
+    workload_id: int
+    target_id: int
+    job_id: int | None
+    trace_json: str
+    trace_sha256: str
+    run_secs: list[float]
+    mean_run_us: float | None  # None: the candidate failed to build or run
+    args_info: list[Any]
+    tvm_version: str
+    tvm_series: str
+    space: str
+    unverified: bool
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class RecordTrace:
+    """What a schedule's detail shows of its record: id, TVM version and trace."""
+
+    id: int
+    tvm_version: str
+    trace_json: str
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleInfo:
+    """A verified best (`ScheduleRow`) without its TIR: what lists show."""
+
+    id: int
+    workload_id: int
+    target_id: int
+    tvm_series: str
+    record_id: int | None  # None: the plain, unscheduled function won
+    artifact_id: int
+    latency_us: float
+    untuned_latency_us: float
+    trials: int
+    max_abs_error: float
+    job_id: int | None
+    space: str
+    packed_params: list[dict[str, Any]] | None
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule(ScheduleInfo):
+    """A verified best (`ScheduleRow`) with its scheduled TIR."""
+
+    tir: str
+
+
+@dataclass(frozen=True, slots=True)
+class Artifact:
+    """A compiled library (`ArtifactRow`), content-addressed by sha256."""
+
+    id: int
+    sha256: str
+    kind: str
+    size: int
+    path: str  # relative to the artifact directory
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Worker:
+    """A registered worker process (`WorkerRow`)."""
+
+    id: int
+    name: str
+    hostname: str
+    pid: int
+    target_ids: list[int]
+    fingerprint: dict[str, Any]
+    rpc: dict[str, Any] | None
+    current_job_id: int | None
+    started_at: datetime
+    heartbeat_at: datetime
+    stopped_at: datetime | None
 
 
 @dataclass(frozen=True)
