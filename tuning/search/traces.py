@@ -13,10 +13,6 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-import tvm
-from tvm.tirx import FloatImm, IndexMap, IntImm
-from tvm_ffi import Array, Map
-
 FAILED_RUN_SECS = 1e10
 """MetaSchedule's run_secs of a candidate that failed to build or run (``[1e10]``)."""
 
@@ -38,17 +34,25 @@ def plain_json(value: Any) -> Any:
     an object while ``Trace::ApplyJSONToSchedule`` expects its ``save_json`` text, so it is
     stored as that text.
     """
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, (IntImm, FloatImm)):
-        return value.value
-    if isinstance(value, IndexMap):
-        return tvm.ir.save_json(value)
-    if isinstance(value, (Map, dict)):
-        return {plain_json(k): plain_json(v) for k, v in value.items()}
-    if isinstance(value, (Array, list, tuple)):
-        return [plain_json(v) for v in value]
-    raise TypeError(f"unexpected {type(value).__name__} in a MetaSchedule trace")
+    # TVM on first use only: the marker above is read by the API, which starts without TVM.
+    import tvm
+    from tvm.tirx import FloatImm, IndexMap, IntImm
+    from tvm_ffi import Array, Map
+
+    def plain(item: Any) -> Any:
+        if item is None or isinstance(item, (bool, int, float, str)):
+            return item
+        if isinstance(item, (IntImm, FloatImm)):
+            return item.value
+        if isinstance(item, IndexMap):
+            return tvm.ir.save_json(item)
+        if isinstance(item, (Map, dict)):
+            return {plain(k): plain(v) for k, v in item.items()}
+        if isinstance(item, (Array, list, tuple)):
+            return [plain(v) for v in item]
+        raise TypeError(f"unexpected {type(item).__name__} in a MetaSchedule trace")
+
+    return plain(value)
 
 
 def trace_to_text(raw_trace: Any) -> str:
