@@ -47,9 +47,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from sqlalchemy import create_engine, text  # noqa: E402
 
 from schedules_db import Store, make_engine, upgrade_schema  # noqa: E402
-from schedules_db.store import NewSchedule  # noqa: E402
 from schedules_db.tokens import READ, TokenStore  # noqa: E402
-from schedules_db.values import NewRecord
+from schedules_db.values import NewRecord, NewSchedule  # noqa: E402
 
 PG_ADMIN_URL = os.environ.get(
     "TUNEHUB_TEST_PG_ADMIN_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -103,7 +102,10 @@ def populate(store_url: str, artifact_dir: Path) -> dict[str, list]:
         assert store.jobs.claim(job.id, "bench", timedelta(seconds=60))
         trace = fake_trace(n)
         store.records.add(
-            workload.id, target.id, job.id, NewRecord(trace, [1e-4] * 3, [], tvm_version)
+            workload.id,
+            target.id,
+            job.id,
+            NewRecord(trace, [1e-4] * 3, [], tvm_version, failed=False),
         )
         record = store.records.top_k(workload.id, target.id, 1)[0]
         blob = random.Random(n).randbytes(ARTIFACT_BYTES)

@@ -6,6 +6,7 @@ import fcntl
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
@@ -15,7 +16,7 @@ MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 MIGRATION_LOCK_KEY = 0x74756E6568756201  # "tunehub" + 1
 
 
-def _sqlite_pragmas(dbapi_connection, _record) -> None:  # noqa: ANN001 - DBAPI hook
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:  # DBAPI objects: untyped
     cursor = dbapi_connection.cursor()
     # WAL lets the API read while a worker writes; busy_timeout waits instead of failing.
     cursor.execute("PRAGMA journal_mode=WAL")

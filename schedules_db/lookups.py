@@ -6,19 +6,24 @@ questions with one Core ``SELECT ... JOIN`` and hand back plain attribute object
 the rows' columns, detached from any session), leaving out what the API never shows (a
 workload's module JSON; a schedule's TIR and trace in lists). Readers see committed data only,
 as with `Store`.
+
+What each returns is typed by what it leaves out: a workload is a `WorkloadInfo` (no
+``mod_json``), a listed schedule a `ScheduleInfo` (no ``tir``), the one-schedule read a
+`Schedule` with its `RecordTrace`. Each lookup is one statement on a connection of its own, so
+they are as thread-safe as the store (see `schedules_db.store.base`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from functools import lru_cache
-from types import SimpleNamespace
 from typing import Any, NamedTuple
 
-from sqlalchemy import Connection, Select, bindparam, select
+from sqlalchemy import Connection, CursorResult, Label, Select, bindparam, select
 
 from schedules_db.models import (
     ArtifactRow,
+    Base,
     JobRow,
     ScheduleRow,
     TargetRow,
@@ -26,32 +31,53 @@ from schedules_db.models import (
     WorkloadRow,
 )
 from schedules_db.store import Store
+from schedules_db.values import (
+    Artifact,
+    Job,
+    RecordTrace,
+    Schedule,
+    ScheduleInfo,
+    Target,
+    WorkloadInfo,
+)
 
 
 class ScheduleParts(NamedTuple):
-    """A schedule with its workload, target, artifact and (in `schedule`) its record."""
+    """A listed schedule (no TIR) with its workload, target and artifact (``record`` is None:
+    lists leave it out)."""
 
-    schedule: Any
-    workload: Any
-    target: Any
-    artifact: Any
-    record: Any  # ``tvm_version`` and ``trace_json``; None in lists or without a record
+    schedule: ScheduleInfo
+    workload: WorkloadInfo
+    target: Target
+    artifact: Artifact
+    record: RecordTrace | None
+
+
+class ScheduleDetail(NamedTuple):
+    """One schedule with its TIR, workload, target, artifact and record (None when the plain
+    function won)."""
+
+    schedule: Schedule
+    workload: WorkloadInfo
+    target: Target
+    artifact: Artifact
+    record: RecordTrace | None
 
 
 class JobParts(NamedTuple):
     """A job with its workload and target."""
 
-    job: Any
-    workload: Any
-    target: Any
+    job: Job
+    workload: WorkloadInfo
+    target: Target
 
 
-def _columns(model: type, prefix: str, skip: Iterable[str] = ()) -> list[Any]:
+def _columns(model: type[Base], prefix: str, skip: Iterable[str] = ()) -> list[Label[Any]]:
     return [c.label(f"{prefix}__{c.name}") for c in model.__table__.c if c.name not in skip]
 
 
-def _parts(result: Any, prefixes: str) -> list[list[SimpleNamespace]]:
-    """Split each joined row's ``prefix__column`` values into one object per table."""
+def _parts(result: CursorResult[Any], prefixes: str) -> list[list[dict[str, Any]]]:
+    """Split each joined row's ``prefix__column`` values into one dict per table."""
     keys = result.keys()
     names = [key.partition("__") for key in keys]
     rows = []
@@ -59,11 +85,11 @@ def _parts(result: Any, prefixes: str) -> list[list[SimpleNamespace]]:
         values: dict[str, dict[str, Any]] = {prefix: {} for prefix in prefixes}
         for (prefix, _, name), value in zip(names, row, strict=True):
             values[prefix][name] = value
-        rows.append([SimpleNamespace(**values[prefix]) for prefix in prefixes])
+        rows.append([values[prefix] for prefix in prefixes])
     return rows
 
 
-def _schedule_query(detail: bool) -> Select:
+def _schedule_query(detail: bool) -> Select[Any]:
     columns = [
         *_columns(ScheduleRow, "s", skip=() if detail else ("tir",)),
         *_columns(WorkloadRow, "w", skip=("mod_json",)),
@@ -101,7 +127,7 @@ _JOB = (
 
 
 @lru_cache(maxsize=16)
-def _list_query(series: bool, operator: bool, target: bool, workload: bool) -> Select:
+def _list_query(series: bool, operator: bool, target: bool, workload: bool) -> Select[Any]:
     """The list query for one combination of filters (built once: building costs more than
     running it), every value a bound parameter."""
     query = _schedule_query(False).order_by(ScheduleRow.id.desc()).limit(bindparam("limit"))
@@ -122,14 +148,20 @@ def _connect(store: Store) -> Connection:
     return store.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
 
 
-def schedule(store: Store, schedule_id: int) -> ScheduleParts | None:
+def schedule(store: Store, schedule_id: int) -> ScheduleDetail | None:
     """One schedule, its TIR and its record's trace included; None if there is none."""
     with _connect(store) as conn:
         rows = _parts(conn.execute(_SCHEDULE, {"id": schedule_id}), "swtar")
     if not rows:
         return None
     found, workload, target, artifact, record = rows[0]
-    return ScheduleParts(found, workload, target, artifact, record if record.id else None)
+    return ScheduleDetail(
+        Schedule(**found),
+        WorkloadInfo(**workload),
+        Target(**target),
+        Artifact(**artifact),
+        RecordTrace(**record) if record["id"] else None,
+    )
 
 
 def schedules(
@@ -151,14 +183,23 @@ def schedules(
     params = {k: v for k, v in values.items() if v is not None}
     with _connect(store) as conn:
         rows = _parts(conn.execute(query, {**params, "limit": limit}), "swta")
-    return [ScheduleParts(*parts, None) for parts in rows]
+    return [
+        ScheduleParts(
+            ScheduleInfo(**found), WorkloadInfo(**workload), Target(**target), Artifact(**artifact),
+            None,
+        )
+        for found, workload, target, artifact in rows
+    ]  # fmt: skip
 
 
 def job(store: Store, job_id: int) -> JobParts | None:
     """One job with its workload and target; None if there is none."""
     with _connect(store) as conn:
         rows = _parts(conn.execute(_JOB, {"id": job_id}), "jwt")
-    return JobParts(*rows[0]) if rows else None
+    if not rows:
+        return None
+    found, workload, target = rows[0]
+    return JobParts(Job(**found), WorkloadInfo(**workload), Target(**target))
 
 
 _ARTIFACT = (
@@ -168,8 +209,8 @@ _ARTIFACT = (
 )
 
 
-def artifact(store: Store, schedule_id: int) -> Any:
-    """The artifact row (as an attribute object) of a schedule; None if there is no schedule."""
+def artifact(store: Store, schedule_id: int) -> Artifact | None:
+    """The artifact of a schedule; None if there is no schedule."""
     with _connect(store) as conn:
         rows = _parts(conn.execute(_ARTIFACT, {"id": schedule_id}), "a")
-    return rows[0][0] if rows else None
+    return Artifact(**rows[0][0]) if rows else None

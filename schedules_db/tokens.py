@@ -23,6 +23,7 @@ Contract (what every caller may rely on):
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import re
 import secrets
@@ -30,7 +31,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, overload
 
 from sqlalchemy import Engine, select, update
 from sqlalchemy.orm import sessionmaker
@@ -62,6 +63,10 @@ def hash_token(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+@overload
+def _utc(value: datetime) -> datetime: ...
+@overload
+def _utc(value: None) -> None: ...
 def _utc(value: datetime | None) -> datetime | None:
     """SQLite hands back naive datetimes; every stored time is UTC."""
     if value is not None and value.tzinfo is None:
@@ -173,7 +178,8 @@ class TokenStore:
             rows = session.scalars(select(ApiTokenRow).order_by(ApiTokenRow.id))
             return [TokenInfo.of(row) for row in rows]
 
-    def revoke(self, id_or_name: int | str) -> list[TokenInfo]:
+    # builtins.list: in this class, ``list`` names the method above
+    def revoke(self, id_or_name: int | str) -> builtins.list[TokenInfo]:
         """Revoke the token with this id, or every active token of this name; returns the
         tokens revoked now (empty when none was active)."""
         now = utcnow()

@@ -13,11 +13,9 @@ without its TIR: lists) under `Schedule`.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any, ClassVar, Protocol, TypeVar
-
-FAILED_RUN_SECS = 1e9  # MetaSchedule marks failed candidates with run_secs == [1e10]
 
 CATALOG, USER = "catalog", "user"  # WorkloadRow.origin
 
@@ -35,11 +33,13 @@ class JobState(str, enum.Enum):
 FINAL_STATES = (JobState.SUCCEEDED.value, JobState.FAILED.value, JobState.CANCELLED.value)
 
 
-class _Dataclass(Protocol):
+class RowValue(Protocol):
+    """Any of the dataclasses below (what `value_of` fills)."""
+
     __dataclass_fields__: ClassVar[dict[str, Any]]
 
 
-_V = TypeVar("_V", bound=_Dataclass)
+_V = TypeVar("_V", bound=RowValue)
 
 
 def value_of(cls: type[_V], source: Any) -> _V:
@@ -201,7 +201,11 @@ class Worker:
 
 @dataclass(frozen=True)
 class NewRecord:
-    """A measured candidate as the MetaSchedule adapter hands it to the store."""
+    """A measured candidate as the MetaSchedule adapter (or an import) hands it to the store.
+
+    ``failed`` (keyword only) says whether the candidate failed to build or run: whoever builds
+    the record decides it (`tuning.search.traces.run_failed`); the store knows no marker. A
+    failed record is stored with ``mean_run_us`` NULL."""
 
     trace_json: str
     run_secs: list[float]
@@ -209,11 +213,7 @@ class NewRecord:
     tvm_version: str
     space: str = "plain"  # the search space that produced it (tuning.search.spaces)
     unverified: bool = False  # imported, not measured here (see TuningRecordRow.unverified)
-
-    @property
-    def failed(self) -> bool:
-        """True when the build or the run failed (MetaSchedule's 1e10 marker)."""
-        return not self.run_secs or max(self.run_secs) >= FAILED_RUN_SECS
+    failed: bool = field(kw_only=True)
 
     @property
     def mean_run_us(self) -> float | None:

@@ -1,17 +1,26 @@
-"""What every aggregate of the store shares: one engine, one session factory, one TVM series."""
+"""What every aggregate of the store shares: one engine, one session factory, one TVM series.
+
+Thread safety: an aggregate holds only immutable configuration (the engine, the sessionmaker,
+the series). Every method opens its own session in its own transaction (`Aggregate._session`)
+and closes it before it returns, so no session, connection or ORM row is ever shared between
+threads; what it returns are frozen values copied from the rows inside that session
+(`schedules_db.values.value_of`). The engine's connection pool is thread-safe.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
-from sqlalchemy import Engine, select
+from sqlalchemy import ColumnElement, CursorResult, Engine, Executable, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from schedules_db.models import JobRow
-from schedules_db.values import JobState
+from schedules_db.models import Base, JobRow, ScheduleRow, TuningRecordRow
+from schedules_db.values import JobState, RowValue, value_of
+
+V = TypeVar("V", bound=RowValue)
 
 
 class Aggregate:
@@ -22,35 +31,51 @@ class Aggregate:
         self.series = series
         self._sessions = sessions
 
-    def _same_series(self, model: Any) -> tuple[Any, ...]:
+    def _same_series(
+        self, model: type[ScheduleRow] | type[TuningRecordRow]
+    ) -> tuple[ColumnElement[bool], ...]:
         return () if self.series is None else (model.tvm_series == self.series,)
 
     @contextmanager
-    def session(self) -> Iterator[Session]:
+    def _session(self) -> Iterator[Session]:
         """A session in one transaction: committed on success, rolled back on error."""
         with self._sessions.begin() as session:
             yield session
 
-    def _get_or_create(self, model: type, where: Any, values: dict[str, Any]) -> Any:
-        """The row matching ``where``, else a new one from ``values``; when the insert
-        conflicts, the row a concurrent creator made (None if the conflict was on another
-        unique column, so that nothing matches ``where``)."""
-        with self.session() as s:
+    def _get_or_create(
+        self,
+        model: type[Base],
+        value: type[V],
+        where: ColumnElement[bool],
+        values: dict[str, Any],
+    ) -> V | None:
+        """The row matching ``where`` (as a ``value``), else a new one from ``values``; when
+        the insert conflicts, the row a concurrent creator made (None if the conflict was on
+        another unique column, so that nothing matches ``where``)."""
+        with self._session() as s:
             row = s.scalar(select(model).where(where))
             if row is not None:
-                return row
+                return value_of(value, row)
         try:
-            with self.session() as s:
+            with self._session() as s:
                 row = model(**values)
                 s.add(row)
                 s.flush()
-                return row
+                return value_of(value, row)
         except IntegrityError:  # created concurrently by another process: read theirs
-            with self.session() as s:
-                return s.scalar(select(model).where(where))
+            with self._session() as s:
+                row = s.scalar(select(model).where(where))
+                return None if row is None else value_of(value, row)
 
 
-def owned_by(job_id: int, worker: str) -> tuple[Any, ...]:
+def rowcount(session: Session, statement: Executable) -> int:
+    """Execute an UPDATE or DELETE; how many rows it matched."""
+    result = session.execute(statement)
+    assert isinstance(result, CursorResult)  # DML always answers with a cursor result
+    return result.rowcount
+
+
+def owned_by(job_id: int, worker: str) -> tuple[ColumnElement[bool], ...]:
     """The conditions under which ``worker`` owns job ``job_id``: it claimed it and it runs."""
     return (
         JobRow.id == job_id,

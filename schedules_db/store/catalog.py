@@ -1,4 +1,14 @@
-"""Targets and workloads: what jobs, records and schedules are keyed by."""
+"""Catalog rows: targets and workloads, what jobs, records and schedules are keyed by.
+
+Owns the ``targets`` and ``workloads`` tables. Rows are created once and never changed nor
+deleted by the store: a target's key and a workload's (structural hash, origin) are their
+identities, and `get_or_create_target` / `get_or_create_workload` are safe against concurrent
+creators in other threads and processes (the unique index decides; the loser reads the
+winner's row). Durability: each creation is committed before the method returns.
+
+Thread safety: every method runs in a session of its own and returns frozen `Target` /
+`Workload` values (see `schedules_db.store.base`); one instance serves any number of threads.
+"""
 
 from __future__ import annotations
 
@@ -16,7 +26,7 @@ from schedules_db.models import (
     WorkloadRow,
 )
 from schedules_db.store.base import Aggregate
-from schedules_db.values import CATALOG, USER
+from schedules_db.values import CATALOG, USER, Target, Workload, value_of
 
 
 class CatalogRows(Aggregate):
@@ -24,8 +34,8 @@ class CatalogRows(Aggregate):
 
     def get_or_create_target(
         self, canonical: dict[str, Any], kind: str, label: str, fingerprint: dict[str, Any]
-    ) -> TargetRow:
-        """Return the target row of a canonical target dict, creating it on first use.
+    ) -> Target:
+        """Return the target of a canonical target dict, creating it on first use.
 
         Labels are unique (index ``ix_targets_label``): a new target whose ``label`` another
         target holds gets the first free one of `target_labels` (``znver4-2c-1a2b3c4d``), so a
@@ -39,68 +49,76 @@ class CatalogRows(Aggregate):
         for candidate in target_labels(label, key):
             # None: the insert lost on the label (another target holds it), not on the key.
             labelled = {**values, "label": candidate}
-            row = self._get_or_create(TargetRow, TargetRow.key == key, labelled)
-            if row is not None:
-                return row
+            found = self._get_or_create(TargetRow, Target, TargetRow.key == key, labelled)
+            if found is not None:
+                return found
         raise RuntimeError(f"every label derived from {label!r} is taken")
 
-    def get_target(self, target_id: int) -> TargetRow | None:
-        """The target row with this id, or None."""
-        with self.session() as s:
-            return s.get(TargetRow, target_id)
+    def get_target(self, target_id: int) -> Target | None:
+        """The target with this id, or None."""
+        with self._session() as s:
+            row = s.get(TargetRow, target_id)
+            return None if row is None else value_of(Target, row)
 
-    def find_target(self, key_or_label: str) -> TargetRow | None:
+    def find_target(self, key_or_label: str) -> Target | None:
         """The target with this key or, failing that, this label (labels are unique)."""
-        with self.session() as s:
+        with self._session() as s:
             row = s.scalar(select(TargetRow).where(TargetRow.key == key_or_label))
             if row is None:
                 row = s.scalar(select(TargetRow).where(TargetRow.label == key_or_label))
-            return row
+            return None if row is None else value_of(Target, row)
 
-    def list_targets(self) -> list[TargetRow]:
+    def list_targets(self) -> list[Target]:
         """Every known target, oldest first."""
-        with self.session() as s:
-            return list(s.scalars(select(TargetRow).order_by(TargetRow.id)))
+        with self._session() as s:
+            rows = s.scalars(select(TargetRow).order_by(TargetRow.id))
+            return [value_of(Target, row) for row in rows]
 
     def get_or_create_workload(
         self, shash: str, mod_json: str, operator: str | None, params: dict[str, Any], flop: float
-    ) -> WorkloadRow:
+    ) -> Workload:
         """Return the workload with this structural hash and origin, creating it on first use.
 
         The origin follows ``operator``: a named catalog operator is a ``catalog`` workload
         (built by the service itself); no operator means ``user`` (raw TIR or imported, parsed
         in isolation). The two are keyed apart, so a user's function never takes over a catalog
         workload's identity, reference or schedules, even when it hashes the same. The caller
-        checks structural equality against ``mod_json`` of a returned row when it must be
+        checks structural equality against ``mod_json`` of a returned workload when it must be
         certain (a 64-bit hash collision is the only way the two can differ).
         """
         origin = CATALOG if operator is not None else USER
-        return self._get_or_create(
+        found = self._get_or_create(
             WorkloadRow,
+            Workload,
             (WorkloadRow.shash == shash) & (WorkloadRow.origin == origin),
             dict(shash=shash, origin=origin, mod_json=mod_json, operator=operator, params=params,
                  flop=flop),
         )  # fmt: skip
+        if found is None:  # (shash, origin) is the only unique key: a conflict matches it
+            raise RuntimeError(f"workload {shash} ({origin}) was neither found nor created")
+        return found
 
-    def get_workload(self, workload_id: int) -> WorkloadRow | None:
-        """The workload row with this id, or None."""
-        with self.session() as s:
-            return s.get(WorkloadRow, workload_id)
+    def get_workload(self, workload_id: int) -> Workload | None:
+        """The workload with this id, or None."""
+        with self._session() as s:
+            row = s.get(WorkloadRow, workload_id)
+            return None if row is None else value_of(Workload, row)
 
-    def find_workload(self, shash: str) -> WorkloadRow | None:
+    def find_workload(self, shash: str) -> Workload | None:
         """The workload with this structural hash (the catalog's before a user's), or None."""
-        with self.session() as s:
-            return s.scalar(
+        with self._session() as s:
+            row = s.scalar(
                 select(WorkloadRow)
                 .where(WorkloadRow.shash == shash)
                 .order_by(WorkloadRow.origin)  # "catalog" < "user"
                 .limit(1)
             )
+            return None if row is None else value_of(Workload, row)
 
-    def list_workloads(self, operator: str | None = None, limit: int = 100) -> list[WorkloadRow]:
+    def list_workloads(self, operator: str | None = None, limit: int = 100) -> list[Workload]:
         """Workloads, newest first, optionally of one operator."""
-        with self.session() as s:
+        with self._session() as s:
             query = select(WorkloadRow).order_by(WorkloadRow.id.desc()).limit(limit)
             if operator is not None:
                 query = query.where(WorkloadRow.operator == operator)
-            return list(s.scalars(query))
+            return [value_of(Workload, row) for row in s.scalars(query)]

@@ -1,4 +1,15 @@
-"""The worker registry: who runs, on which targets and hardware, with a heartbeat."""
+"""The fleet: the worker registry (who runs, on which targets and hardware, with a heartbeat).
+
+Owns the ``workers`` table, one row per worker name (a restarted worker replaces its row). The
+registry is informational and for routing: which targets have a live worker (the API's
+``waiting_for``, which targets a job may name), never who owns a job (that is the ``jobs``
+row's ``worker``, see `schedules_db.store.jobs`). Durability: each write is committed before
+it returns; a heartbeat of an unknown name changes nothing.
+
+Thread safety: no state besides immutable configuration; each call opens its own session and
+returns frozen `Worker` values or sets of ints (see `schedules_db.store.base`). The worker's
+heartbeat thread and the API's threads share one instance.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +23,7 @@ from schedules_db.models import (
     utcnow,
 )
 from schedules_db.store.base import Aggregate
+from schedules_db.values import Worker, value_of
 
 
 class Fleet(Aggregate):
@@ -25,7 +37,7 @@ class Fleet(Aggregate):
         target_ids: list[int],
         fingerprint: dict[str, Any],
         rpc: dict[str, Any] | None = None,
-    ) -> WorkerRow:
+    ) -> Worker:
         """Record a worker that starts (a restarted worker of the same name replaces its row)."""
         now = utcnow()
         values = {
@@ -39,7 +51,7 @@ class Fleet(Aggregate):
             "heartbeat_at": now,
             "stopped_at": None,
         }
-        with self.session() as s:
+        with self._session() as s:
             row = s.scalar(select(WorkerRow).where(WorkerRow.name == name))
             if row is None:
                 row = WorkerRow(name=name, **values)
@@ -48,11 +60,11 @@ class Fleet(Aggregate):
                 for key, value in values.items():
                     setattr(row, key, value)
             s.flush()
-            return row
+            return value_of(Worker, row)
 
     def heartbeat(self, name: str, current_job_id: int | None) -> None:
         """A live worker's periodic sign of life, with the job it is running."""
-        with self.session() as s:
+        with self._session() as s:
             s.execute(
                 update(WorkerRow)
                 .where(WorkerRow.name == name)
@@ -61,22 +73,23 @@ class Fleet(Aggregate):
 
     def stopped(self, name: str) -> None:
         """A worker that shuts down cleanly says so (a killed one just goes stale)."""
-        with self.session() as s:
+        with self._session() as s:
             s.execute(
                 update(WorkerRow)
                 .where(WorkerRow.name == name)
                 .values(stopped_at=utcnow(), current_job_id=None)
             )
 
-    def list_workers(self) -> list[WorkerRow]:
+    def list_workers(self) -> list[Worker]:
         """Every worker ever registered, most recent heartbeat first."""
-        with self.session() as s:
-            return list(s.scalars(select(WorkerRow).order_by(WorkerRow.heartbeat_at.desc())))
+        with self._session() as s:
+            rows = s.scalars(select(WorkerRow).order_by(WorkerRow.heartbeat_at.desc()))
+            return [value_of(Worker, row) for row in rows]
 
     def live_target_ids(self, stale_after: timedelta) -> set[int]:
         """Targets served by at least one worker that heart-beat within ``stale_after``."""
         cutoff = utcnow() - stale_after
-        with self.session() as s:
+        with self._session() as s:
             rows = s.scalars(
                 select(WorkerRow).where(
                     WorkerRow.stopped_at.is_(None), WorkerRow.heartbeat_at >= cutoff
@@ -87,6 +100,6 @@ class Fleet(Aggregate):
     def registered_target_ids(self) -> set[int]:
         """Targets some worker ever registered for, live or not (the targets a job may name
         without the admin scope)."""
-        with self.session() as s:
+        with self._session() as s:
             lists = s.scalars(select(WorkerRow.target_ids)).all()
         return {target_id for ids in lists for target_id in ids}

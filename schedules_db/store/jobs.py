@@ -1,4 +1,21 @@
-"""Jobs: creation (with the cache-hit answer), claims, fair share, progress, cancel, recovery."""
+"""Jobs: creation (with the cache-hit answer), claims, fair share, progress, cancel, recovery.
+
+Owns the ``jobs`` table, the source of truth of every job's state (the broker only delivers
+``job_id``s). Ownership: a worker owns a job from the `Jobs.claim` (or `Jobs.claim_next`) that
+returned True/an id until the job is final or requeued; every write of the owner
+(`heartbeat`, `update_progress`, `set_cost_model`, `cancel_running`, `fail` with a worker,
+`Schedules.publish`) is one conditional UPDATE on (id, worker, state running) that matches
+nothing once someone else owns the job, and says so (False/None). A claim is one conditional
+UPDATE too, so of any number of racing claimers (threads or processes) exactly one wins.
+
+Durability: each method is one transaction, committed before it returns; a True from a write
+means the row was changed and committed. States only move forward (queued -> running ->
+final), except `requeue_stale` (running -> queued, the reaper's recovery).
+
+Thread safety: no state besides immutable configuration; each call opens its own session and
+returns frozen `Job` values or plain ints/bools (see `schedules_db.store.base`). The API's
+threads, the reaper and heartbeat threads share one instance.
+"""
 
 from __future__ import annotations
 
@@ -13,8 +30,8 @@ from schedules_db.models import (
     TuningRecordRow,
     utcnow,
 )
-from schedules_db.store.base import Aggregate, owned_by
-from schedules_db.values import FINAL_STATES, JobState
+from schedules_db.store.base import Aggregate, owned_by, rowcount
+from schedules_db.values import FINAL_STATES, Job, JobState, value_of
 
 
 class Jobs(Aggregate):
@@ -32,14 +49,14 @@ class Jobs(Aggregate):
         transfer_cost_model: bool = True,
         space: str = "plain",
         space_must_match: bool = True,
-    ) -> JobRow:
+    ) -> Job:
         """Create a job. If a verified best already covers ``trials``, the job is born succeeded
         with ``cache_hit=True`` and no worker is involved; otherwise it is `queued`. With
         ``space_must_match`` a best found in another search space covers the job only if
         ``trials`` records were measured in the job's ``space`` too (an explicit request to
         search a space is not answered from the other one)."""
         now = utcnow()
-        with self.session() as s:
+        with self._session() as s:
             best = s.scalar(
                 select(ScheduleRow).where(
                     ScheduleRow.workload_id == workload_id,
@@ -66,16 +83,14 @@ class Jobs(Aggregate):
                     *self._same_series(TuningRecordRow),
                 )
             )
-            covered = best is not None and best.trials >= trials
             # A best found in another space does not answer a request to search this one.
-            if (
-                covered
-                and space_must_match
+            other_space = (
+                space_must_match
+                and best is not None
                 and best.space != space
                 and int(measured_in_space or 0) < trials
-            ):
-                covered = False
-            if covered:
+            )
+            if best is not None and best.trials >= trials and not other_space:
                 job.state = JobState.SUCCEEDED.value
                 job.cache_hit = True
                 job.schedule_id = best.id
@@ -86,12 +101,12 @@ class Jobs(Aggregate):
                 job.state = JobState.QUEUED.value
             s.add(job)
             s.flush()
-            return job
+            return value_of(Job, job)
 
-    def unfinished(self, workload_id: int, target_id: int) -> JobRow | None:
+    def unfinished(self, workload_id: int, target_id: int) -> Job | None:
         """A queued or running job of this (workload, target), if there is one."""
-        with self.session() as s:
-            return s.scalar(
+        with self._session() as s:
+            row = s.scalar(
                 select(JobRow)
                 .where(
                     JobRow.workload_id == workload_id,
@@ -100,10 +115,11 @@ class Jobs(Aggregate):
                 )
                 .order_by(JobRow.id)
             )
+            return None if row is None else value_of(Job, row)
 
     def count_unfinished(self, submitted_by: str) -> int:
         """How many of this submitter's jobs are queued or running."""
-        with self.session() as s:
+        with self._session() as s:
             return int(
                 s.scalar(
                     select(func.count(JobRow.id)).where(
@@ -114,23 +130,24 @@ class Jobs(Aggregate):
                 or 0
             )
 
-    def get(self, job_id: int) -> JobRow | None:
-        """The job row with this id, or None."""
-        with self.session() as s:
-            return s.get(JobRow, job_id)
+    def get(self, job_id: int) -> Job | None:
+        """The job with this id, or None."""
+        with self._session() as s:
+            row = s.get(JobRow, job_id)
+            return None if row is None else value_of(Job, row)
 
-    def list_jobs(self, state: str | None = None, limit: int = 100) -> list[JobRow]:
+    def list_jobs(self, state: str | None = None, limit: int = 100) -> list[Job]:
         """Jobs, newest first, optionally of one state."""
-        with self.session() as s:
+        with self._session() as s:
             query = select(JobRow).order_by(JobRow.id.desc()).limit(limit)
             if state:
                 query = query.where(JobRow.state == state)
-            return list(s.scalars(query))
+            return [value_of(Job, row) for row in s.scalars(query)]
 
     def mark_enqueued(self, job_id: int, task_id: str | None = None) -> None:
         """Record that a message (broker task ``task_id``) for this job was handed to the broker
         now."""
-        with self.session() as s:
+        with self._session() as s:
             s.execute(
                 update(JobRow)
                 .where(JobRow.id == job_id)
@@ -142,8 +159,9 @@ class Jobs(Aggregate):
         stopped heart-beating for ``stale_after``). Returns False when someone else owns it or
         it is final: a duplicate delivery then simply exits."""
         now = utcnow()
-        with self.session() as s:
-            result = s.execute(
+        with self._session() as s:
+            matched = rowcount(
+                s,
                 update(JobRow)
                 .where(
                     JobRow.id == job_id,
@@ -159,9 +177,9 @@ class Jobs(Aggregate):
                     heartbeat_at=now,
                     attempt=JobRow.attempt + 1,
                     started_at=func.coalesce(JobRow.started_at, now),
-                )
+                ),
             )
-            return result.rowcount == 1
+            return matched == 1
 
     def claim_next(self, target_ids: list[int], worker: str, stale_after: timedelta) -> int | None:
         """Claim the queued job a worker serving ``target_ids`` should run next, or None.
@@ -171,7 +189,7 @@ class Jobs(Aggregate):
         then the one served least recently, so one submitter's flood cannot starve the others;
         then the oldest job.
         """
-        with self.session() as s:
+        with self._session() as s:
             queued = s.scalars(
                 select(JobRow)
                 .where(JobRow.state == JobState.QUEUED.value, JobRow.target_id.in_(target_ids))
@@ -217,30 +235,28 @@ class Jobs(Aggregate):
 
     def set_cost_model(self, job_id: int, worker: str, name: str | None) -> None:
         """Record which transferred cost model the owner's search started from."""
-        with self.session() as s:
+        with self._session() as s:
             s.execute(update(JobRow).where(*owned_by(job_id, worker)).values(cost_model=name))
 
     def heartbeat(self, job_id: int, worker: str) -> bool:
         """Refresh the owner's heartbeat; False if ``worker`` no longer owns the running job."""
-        with self.session() as s:
-            result = s.execute(
-                update(JobRow).where(*owned_by(job_id, worker)).values(heartbeat_at=utcnow())
-            )
-            return result.rowcount == 1
+        with self._session() as s:
+            refresh = update(JobRow).where(*owned_by(job_id, worker)).values(heartbeat_at=utcnow())
+            return rowcount(s, refresh) == 1
 
     def update_progress(
         self, job_id: int, worker: str, trials_done: int, best_latency_us: float | None
     ) -> bool:
         """Write the owner's progress (and a heartbeat). Returns False if it lost the job."""
-        with self.session() as s:
-            result = s.execute(
+        with self._session() as s:
+            progress = (
                 update(JobRow)
                 .where(*owned_by(job_id, worker))
                 .values(
                     trials_done=trials_done, best_latency_us=best_latency_us, heartbeat_at=utcnow()
                 )
             )
-            return result.rowcount == 1
+            return rowcount(s, progress) == 1
 
     def fail(self, job_id: int, worker: str | None, error: str) -> bool:
         """Mark a job failed with a readable error (by its owner, or by anyone if worker=None)."""
@@ -249,20 +265,20 @@ class Jobs(Aggregate):
             if worker
             else (JobRow.id == job_id, JobRow.state.not_in(FINAL_STATES))
         )
-        with self.session() as s:
-            result = s.execute(
+        with self._session() as s:
+            failed = (
                 update(JobRow)
                 .where(*where)
                 .values(state=JobState.FAILED.value, error=error[:20000], finished_at=utcnow())
             )
-            return result.rowcount == 1
+            return rowcount(s, failed) == 1
 
-    def request_cancel(self, job_id: int) -> JobRow | None:
+    def request_cancel(self, job_id: int) -> Job | None:
         """Cancel a job: a queued job is cancelled at once; a running one gets
         ``cancel_requested`` and its worker stops it after the current batch; a final job is
         left as it is. Returns the job afterwards, or None if there is no such job."""
         now = utcnow()
-        with self.session() as s:
+        with self._session() as s:
             s.execute(
                 update(JobRow)
                 .where(JobRow.id == job_id, JobRow.state == JobState.QUEUED.value)
@@ -277,32 +293,34 @@ class Jobs(Aggregate):
 
     def cancel_was_requested(self, job_id: int) -> bool:
         """True once `request_cancel` was called for the job."""
-        with self.session() as s:
+        with self._session() as s:
             return bool(s.scalar(select(JobRow.cancel_requested).where(JobRow.id == job_id)))
 
     def cancel_running(self, job_id: int, worker: str) -> bool:
         """The owner stopped its search on request: mark the job cancelled (records stay)."""
-        with self.session() as s:
-            result = s.execute(
+        with self._session() as s:
+            cancelled = (
                 update(JobRow)
                 .where(*owned_by(job_id, worker))
                 .values(state=JobState.CANCELLED.value, finished_at=utcnow())
             )
-            return result.rowcount == 1
+            return rowcount(s, cancelled) == 1
 
-    def requeue_stale(self, stale_after: timedelta) -> list[JobRow]:
+    def requeue_stale(self, stale_after: timedelta) -> list[Job]:
         """Put running jobs whose owner stopped heart-beating back to `queued` (the reaper's
-        first duty). The old owner, should it wake up, no longer owns the job. Returns them."""
+        first duty). The old owner, should it wake up, no longer owns the job. Returns them as
+        they were before (``state`` running, ``worker`` the old owner)."""
         cutoff = utcnow() - stale_after
-        requeued = []
-        with self.session() as s:
+        requeued: list[Job] = []
+        with self._session() as s:
             stale = s.scalars(
                 select(JobRow).where(
                     JobRow.state == JobState.RUNNING.value, JobRow.heartbeat_at < cutoff
                 )
             ).all()
             for job in stale:
-                result = s.execute(
+                matched = rowcount(
+                    s,
                     update(JobRow)
                     .where(
                         JobRow.id == job.id,
@@ -314,20 +332,19 @@ class Jobs(Aggregate):
                         state=JobState.QUEUED.value,
                         error=f"worker {job.worker} stopped heart-beating; requeued",
                     )
-                    .execution_options(synchronize_session=False)
+                    .execution_options(synchronize_session=False),
                 )
-                if result.rowcount == 1:
-                    requeued.append(job)
+                if matched == 1:
+                    requeued.append(value_of(Job, job))
         return requeued
 
-    def queued_not_enqueued_since(self, before: datetime) -> list[JobRow]:
+    def queued_not_enqueued_since(self, before: datetime) -> list[Job]:
         """Queued jobs whose last broker message is older than ``before`` (or never sent)."""
-        with self.session() as s:
-            return list(
-                s.scalars(
-                    select(JobRow).where(
-                        JobRow.state == JobState.QUEUED.value,
-                        (JobRow.enqueued_at.is_(None)) | (JobRow.enqueued_at < before),
-                    )
+        with self._session() as s:
+            rows = s.scalars(
+                select(JobRow).where(
+                    JobRow.state == JobState.QUEUED.value,
+                    (JobRow.enqueued_at.is_(None)) | (JobRow.enqueued_at < before),
                 )
             )
+            return [value_of(Job, row) for row in rows]

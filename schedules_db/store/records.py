@@ -1,4 +1,19 @@
-"""Tuning records: every measured candidate of a (workload, target, TVM series)."""
+"""Tuning records: every measured candidate of a (workload, target, TVM series).
+
+Owns the ``tuning_records`` table. A record is added once per (workload, target, series,
+trace): `Records.add` of a trace already stored answers False and changes nothing. Records are
+never changed afterwards, except that publishing one clears its ``unverified`` flag
+(`Schedules.publish`) and `drop_unverified` deletes imports that no longer replay. Failed
+candidates (``NewRecord.failed``, decided by whoever measured them) are stored with
+``mean_run_us`` NULL and never returned by `top_k`. Keys: every read names the target, and
+with the store's series set, sees only records of that TVM series.
+
+Durability: `add` commits the record in its own transaction before it returns, so the owner
+writes the progress that counts it only after it is durable.
+
+Thread safety: no state besides immutable configuration; each call opens its own session and
+returns frozen `Record` values or plain ints/bools/dicts (see `schedules_db.store.base`).
+"""
 
 from __future__ import annotations
 
@@ -12,8 +27,8 @@ from schedules_db.keys import (
 from schedules_db.models import (
     TuningRecordRow,
 )
-from schedules_db.store.base import Aggregate
-from schedules_db.values import NewRecord
+from schedules_db.store.base import Aggregate, rowcount
+from schedules_db.values import NewRecord, Record, value_of
 
 
 class Records(Aggregate):
@@ -24,7 +39,7 @@ class Records(Aggregate):
         for the (workload, target) (a re-measurement of a known schedule is not a new record)."""
         trace_sha = sha256_hex(record.trace_json)
         try:
-            with self.session() as s:
+            with self._session() as s:
                 s.add(
                     TuningRecordRow(
                         workload_id=workload_id,
@@ -47,17 +62,17 @@ class Records(Aggregate):
 
     def drop_unverified(self, record_ids: list[int]) -> int:
         """Delete these records if they are still unverified imports; how many went."""
-        with self.session() as s:
-            result = s.execute(
+        with self._session() as s:
+            return rowcount(
+                s,
                 delete(TuningRecordRow).where(
                     TuningRecordRow.id.in_(record_ids), TuningRecordRow.unverified.is_(True)
-                )
+                ),
             )
-            return result.rowcount
 
     def has_trace(self, workload_id: int, target_id: int, trace_json: str) -> bool:
         """True if this exact trace is already stored for the (workload, target)."""
-        with self.session() as s:
+        with self._session() as s:
             return (
                 s.scalar(
                     select(TuningRecordRow.id).where(
@@ -72,12 +87,13 @@ class Records(Aggregate):
 
     def top_k(
         self, workload_id: int, target_id: int, k: int, verified_only: bool = False
-    ) -> list[TuningRecordRow]:
+    ) -> list[Record]:
         """The k fastest successful records of one (workload, target), fastest first
         (``verified_only``: leave out imported records no worker has verified)."""
-        with self.session() as s:
-            return list(
-                s.scalars(
+        with self._session() as s:
+            return [
+                value_of(Record, row)
+                for row in s.scalars(
                     select(TuningRecordRow)
                     .where(
                         TuningRecordRow.workload_id == workload_id,
@@ -89,7 +105,7 @@ class Records(Aggregate):
                     .order_by(TuningRecordRow.mean_run_us, TuningRecordRow.id)
                     .limit(k)
                 )
-            )
+            ]
 
     def list_records(
         self,
@@ -97,10 +113,10 @@ class Records(Aggregate):
         workload_id: int | None = None,
         job_id: int | None = None,
         verified_only: bool = False,
-    ) -> list[TuningRecordRow]:
+    ) -> list[Record]:
         """Every record of a target (optionally of one workload or job), oldest first
         (``verified_only``: leave out imported records no worker has verified)."""
-        with self.session() as s:
+        with self._session() as s:
             query = select(TuningRecordRow).where(
                 TuningRecordRow.target_id == target_id, *self._same_series(TuningRecordRow)
             )
@@ -110,7 +126,8 @@ class Records(Aggregate):
                 query = query.where(TuningRecordRow.workload_id == workload_id)
             if job_id is not None:
                 query = query.where(TuningRecordRow.job_id == job_id)
-            return list(s.scalars(query.order_by(TuningRecordRow.id)))
+            rows = s.scalars(query.order_by(TuningRecordRow.id))
+            return [value_of(Record, row) for row in rows]
 
     def count(
         self,
@@ -120,7 +137,7 @@ class Records(Aggregate):
         space: str | None = None,
     ) -> int:
         """How many records `records` would return (``space``: only those of that space)."""
-        with self.session() as s:
+        with self._session() as s:
             query = select(func.count(TuningRecordRow.id)).where(
                 TuningRecordRow.target_id == target_id, *self._same_series(TuningRecordRow)
             )
@@ -134,7 +151,7 @@ class Records(Aggregate):
 
     def stats_by_target(self, workload_id: int) -> dict[int, tuple[int, float | None]]:
         """For one workload: target id -> (records, fastest successful mean in us)."""
-        with self.session() as s:
+        with self._session() as s:
             rows = s.execute(
                 select(
                     TuningRecordRow.target_id,
@@ -149,7 +166,8 @@ class Records(Aggregate):
             ).all()
         return {int(t): (int(n), best) for t, n, best in rows}
 
-    def get(self, record_id: int) -> TuningRecordRow | None:
+    def get(self, record_id: int) -> Record | None:
         """The record with this id, or None."""
-        with self.session() as s:
-            return s.get(TuningRecordRow, record_id)
+        with self._session() as s:
+            row = s.get(TuningRecordRow, record_id)
+            return None if row is None else value_of(Record, row)

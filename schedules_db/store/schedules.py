@@ -1,4 +1,20 @@
-"""Verified best schedules and their artifacts, and publishing one as a job finishes."""
+"""Schedules: the verified best of each (workload, target, TVM series), its artifact, and
+publishing one as a job finishes.
+
+Owns the ``schedules`` and ``artifacts`` tables. Only `Schedules.publish` writes them, and
+only for the job's owner: a schedule row is always a verified best, and is replaced only by a
+faster one. Artifacts are content-addressed (sha256, unique) and shared by schedules.
+
+Durability: the caller writes and fsyncs the artifact file first; `publish` then commits the
+artifact row, the schedule row that points to it, the published record's cleared
+``unverified`` flag and the job's ``succeeded`` state in ONE transaction, so a reader that sees
+a schedule can download its artifact, and a succeeded job always has its schedule.
+
+Thread safety: no state besides immutable configuration; each call opens its own session and
+returns frozen `Schedule` / `Artifact` values (see `schedules_db.store.base`); `publish` locks
+the job and the schedule rows (``SELECT ... FOR UPDATE`` on PostgreSQL; SQLite serialises
+writers) so concurrent publishers of one key do not lose an update.
+"""
 
 from __future__ import annotations
 
@@ -13,27 +29,29 @@ from schedules_db.models import (
     utcnow,
 )
 from schedules_db.store.base import Aggregate, owned_by
-from schedules_db.values import JobState, NewSchedule
+from schedules_db.values import Artifact, JobState, NewSchedule, Schedule, value_of
 
 
 class Schedules(Aggregate):
     """Verified best schedules and their artifacts, and publishing one as a job finishes."""
 
-    def get(self, schedule_id: int) -> ScheduleRow | None:
-        """The schedule row with this id, or None."""
-        with self.session() as s:
-            return s.get(ScheduleRow, schedule_id)
+    def get(self, schedule_id: int) -> Schedule | None:
+        """The schedule with this id, or None."""
+        with self._session() as s:
+            row = s.get(ScheduleRow, schedule_id)
+            return None if row is None else value_of(Schedule, row)
 
-    def best(self, workload_id: int, target_id: int) -> ScheduleRow | None:
+    def best(self, workload_id: int, target_id: int) -> Schedule | None:
         """The verified best of one (workload, target), or None."""
-        with self.session() as s:
-            return s.scalar(
+        with self._session() as s:
+            row = s.scalar(
                 select(ScheduleRow).where(
                     ScheduleRow.workload_id == workload_id,
                     ScheduleRow.target_id == target_id,
                     *self._same_series(ScheduleRow),
                 )
             )
+            return None if row is None else value_of(Schedule, row)
 
     def list_schedules(
         self,
@@ -41,9 +59,9 @@ class Schedules(Aggregate):
         target_id: int | None = None,
         workload_id: int | None = None,
         limit: int = 100,
-    ) -> list[ScheduleRow]:
+    ) -> list[Schedule]:
         """Verified best schedules, newest first, filtered by operator, target or workload."""
-        with self.session() as s:
+        with self._session() as s:
             query = (
                 select(ScheduleRow)
                 .where(*self._same_series(ScheduleRow))
@@ -58,12 +76,13 @@ class Schedules(Aggregate):
                 query = query.where(ScheduleRow.target_id == target_id)
             if workload_id is not None:
                 query = query.where(ScheduleRow.workload_id == workload_id)
-            return list(s.scalars(query))
+            return [value_of(Schedule, row) for row in s.scalars(query)]
 
-    def get_artifact(self, artifact_id: int) -> ArtifactRow | None:
-        """The artifact row with this id, or None."""
-        with self.session() as s:
-            return s.get(ArtifactRow, artifact_id)
+    def get_artifact(self, artifact_id: int) -> Artifact | None:
+        """The artifact with this id, or None."""
+        with self._session() as s:
+            row = s.get(ArtifactRow, artifact_id)
+            return None if row is None else value_of(Artifact, row)
 
     def publish(self, job_id: int, worker: str, new: NewSchedule | None) -> int | None:
         """Publish a verified schedule and mark the job succeeded, in one transaction.
@@ -76,12 +95,14 @@ class Schedules(Aggregate):
         written then).
         """
         now = utcnow()
-        with self.session() as s:
+        with self._session() as s:
             job = s.scalar(select(JobRow).where(*owned_by(job_id, worker)).with_for_update())
             if job is None:
                 return None
             if new is not None and new.record_id is not None:
                 published = s.get(TuningRecordRow, new.record_id)
+                if published is None:
+                    raise ValueError(f"publish: no record {new.record_id}")
                 series = published.tvm_series
                 published.unverified = False  # the worker has just verified it
             else:

@@ -38,6 +38,7 @@ from tuning.publish.interchange import (
     split_lines,
 )
 from tuning.sandbox.user_tir import ParsedTir, TirRejected, check_stored, parse_untrusted
+from tuning.search.traces import run_failed
 
 router = APIRouter(tags=["interchange"], route_class=StrictRoute)
 log = logging.getLogger("tunehub.api")
@@ -172,6 +173,7 @@ def import_database(body: ImportBody, request: Request, who: Submitter) -> dict[
                 args_info=record.args_info,
                 tvm_version=tvm.__version__,  # proven (or not) by the verification job
                 unverified=True,
+                failed=run_failed(record.run_secs),
             ),
         )
     jobs = []

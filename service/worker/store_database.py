@@ -21,6 +21,7 @@ from tvm_ffi import Array, Map
 
 from schedules_db.store import Store
 from schedules_db.values import NewRecord
+from tuning.search.traces import run_failed
 
 
 def _plain_json(value: Any) -> Any:
@@ -137,6 +138,7 @@ class StoreDatabase(PyDatabase):
                 args_info=_plain_json(raw_args),
                 tvm_version=tvm.__version__,
                 space=self.space,
+                failed=run_failed(run_secs),
             ),
         )
         self.new_records += int(added)

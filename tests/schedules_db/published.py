@@ -28,7 +28,9 @@ def publish(
     job = store.jobs.create(workload.id, target.id, 16, "q", "tester")
     assert store.jobs.claim(job.id, "w", timedelta(seconds=60))
     trace = json.dumps([[["GetSBlock", [], ["C", "main"], ["b0"]]], [[0, [4, 8]]]], indent=1)
-    store.records.add(workload.id, target.id, job.id, NewRecord(trace, [5e-6] * 3, [], TVM_VERSION))
+    store.records.add(
+        workload.id, target.id, job.id, NewRecord(trace, [5e-6] * 3, [], TVM_VERSION, failed=False)
+    )
     record = store.records.top_k(workload.id, target.id, 1)[0]
     blob = f"library {operator} {size}".encode()
     sha = hashlib.sha256(blob).hexdigest()

@@ -26,7 +26,9 @@ def _pair(store: Store, canonical: dict | None = None) -> tuple[int, int]:
 
 def _record(run_us: float | None, trace: str) -> NewRecord:
     secs = [1e10] if run_us is None else [run_us * 1e-6] * 3
-    return NewRecord(trace_json=trace, run_secs=secs, args_info=[], tvm_version="0.27.0")
+    return NewRecord(
+        trace_json=trace, run_secs=secs, args_info=[], tvm_version="0.27.0", failed=run_us is None
+    )
 
 
 def _schedule(record_id: int, latency_us: float, sha: str = "a" * 64) -> NewSchedule:
@@ -196,7 +198,7 @@ def test_a_users_workload_is_keyed_apart_from_the_catalogs(store: Store) -> None
 def test_imported_records_stay_out_of_seeds_and_training_until_verified(store: Store) -> None:
     wid, tid = _pair(store)
     store.records.add(wid, tid, None, _record(20.0, "[measured]"))
-    imported = NewRecord("[imported]", [1e-6], [], "0.27.0", unverified=True)
+    imported = NewRecord("[imported]", [1e-6], [], "0.27.0", unverified=True, failed=False)
     store.records.add(wid, tid, None, imported)
     assert [r.trace_json for r in store.records.top_k(wid, tid, 5)] == ["[imported]", "[measured]"]
     assert [r.trace_json for r in store.records.top_k(wid, tid, 5, verified_only=True)] == [
@@ -217,7 +219,7 @@ def test_only_unverified_records_can_be_dropped(store: Store) -> None:
     wid, tid = _pair(store)
     store.records.add(wid, tid, None, _record(20.0, "[measured]"))
     store.records.add(
-        wid, tid, None, NewRecord("[imported]", [1e-6], [], "0.27.0", unverified=True)
+        wid, tid, None, NewRecord("[imported]", [1e-6], [], "0.27.0", unverified=True, failed=False)
     )
     ids = [r.id for r in store.records.list_records(tid)]
     assert store.records.drop_unverified(ids) == 1

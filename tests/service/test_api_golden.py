@@ -299,7 +299,9 @@ def _publish_job_1(store: Store, artifacts: Path, job_id: int) -> None:
     job = store.jobs.get(job_id)
     assert store.jobs.claim(job_id, "worker-a", WORKER)
     for trace, secs in zip(TRACES, ([2e-5, 2.2e-5, 2.1e-5], [1.5e-5] * 3, [1e10]), strict=True):
-        record = NewRecord(trace, secs, [["TENSOR", "float32", [32, 32]]] * 3, TVM_VERSION)
+        record = NewRecord(
+            trace, secs, [["TENSOR", "float32", [32, 32]]] * 3, TVM_VERSION, failed=secs == [1e10]
+        )
         assert store.records.add(job.workload_id, job.target_id, job_id, record)
     assert store.jobs.update_progress(job_id, "worker-a", 3, 15.0)
     best = store.records.top_k(job.workload_id, job.target_id, 1)[0]
@@ -365,7 +367,7 @@ def seeded(tmp_path: Path) -> Iterator[Seeded]:
         store.fleet.register("worker-b", "node-b", 1002, [target_2], {"gpu": "golden"},
                               {"tracker": "127.0.0.1:9190", "key": "h200"})  # fmt: skip
         assert store.jobs.claim(4, "worker-b", WORKER)
-        failed = NewRecord(TRACES[0], [1e10], [], TVM_VERSION)
+        failed = NewRecord(TRACES[0], [1e10], [], TVM_VERSION, failed=True)
         assert store.records.add(store.jobs.get(4).workload_id, target_2, 4, failed)
         assert store.jobs.fail(4, "worker-b", "RuntimeError: every candidate failed to build")
         # Job 5 (workload 4): the plain function wins; its artifact file is missing.

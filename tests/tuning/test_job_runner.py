@@ -93,7 +93,7 @@ def test_metaschedule_database_adapter(tuned_store: dict) -> None:
         tuned_store["workload_id"],
         tuned_store["target_id"],
         None,
-        NewRecord('["failed"]', [1e10], [], "x"),
+        NewRecord('["failed"]', [1e10], [], "x", failed=True),
     )
     assert len(db) == store.records.count(tuned_store["target_id"])
     assert all(min(float(x) for x in r.run_secs) < 1 for r in db.get_top_k(workload, 100))

@@ -104,7 +104,9 @@ def test_records_never_cross_targets_or_tvm_series(tmp_path: Path) -> None:
     ta = store.catalog.get_or_create_target({"kind": "llvm", "mcpu": "a"}, "llvm", "a", {}).id
     tb = store.catalog.get_or_create_target({"kind": "llvm", "mcpu": "b"}, "llvm", "b", {}).id
     wid = store.catalog.get_or_create_workload("9", "{}", "matmul", {}, 1.0).id
-    record = NewRecord(trace_json="[1]", run_secs=[1e-5] * 3, args_info=[], tvm_version="0.27.0")
+    record = NewRecord(
+        trace_json="[1]", run_secs=[1e-5] * 3, args_info=[], tvm_version="0.27.0", failed=False
+    )
     assert store.records.add(wid, ta, None, record)
     assert len(store.records.top_k(wid, ta, 5)) == 1
     assert store.records.top_k(wid, tb, 5) == [] and store.records.count(tb) == 0
@@ -112,7 +114,9 @@ def test_records_never_cross_targets_or_tvm_series(tmp_path: Path) -> None:
     # MetaSchedule's view through the adapter, bound to target B, sees nothing of A.
     assert len(StoreDatabase(store, tb)) == 0 and len(StoreDatabase(store, ta)) == 1
     # The same trace measured with another TVM series is a separate record, invisible here.
-    old = NewRecord(trace_json="[1]", run_secs=[2e-5] * 3, args_info=[], tvm_version="0.26.1")
+    old = NewRecord(
+        trace_json="[1]", run_secs=[2e-5] * 3, args_info=[], tvm_version="0.26.1", failed=False
+    )
     assert store.records.add(wid, ta, None, old)
     assert [r.tvm_version for r in store.records.top_k(wid, ta, 5)] == ["0.27.0"]
     older_store = Store(engine, tvm_series="0.26")
@@ -163,6 +167,7 @@ def test_the_plain_function_is_served_when_no_candidate_beats_it(tmp_path: Path)
         run_secs=[1e-9] * 3,  # claimed fast, so it is the top candidate
         args_info=[],
         tvm_version=__import__("tvm").__version__,
+        failed=False,
     )
     assert store.records.add(wid, tid, None, slow)
     job = store.jobs.create(wid, tid, 1, "q")  # the budget is covered: no search, verify only
