@@ -1,7 +1,10 @@
-"""The tunehub store: SQLAlchemy models, engine setup, migrations and the store API.
+"""The tunehub store: persistence only. SQLAlchemy models, engine setup, migrations, the store
+split by aggregate (`schedules_db.store`), its typed values (`schedules_db.values`), the API's
+joined reads (`schedules_db.lookups`), API tokens, and the SQL implementation of the build
+side's read interface (`schedules_db.reader`, over `schedule_reads`).
 
-This package imports neither FastAPI nor Celery. `service.worker.store_database` (the MetaSchedule
-`Database` adapter) is the only module that imports TVM, and nothing here imports it eagerly.
+Nothing here imports TVM, FastAPI, Celery or `tuning`/`service`: the MetaSchedule `Database`
+adapter over the store lives in the worker package (`service.worker.store_database`).
 """
 
 from schedules_db.engine import make_engine, upgrade_schema

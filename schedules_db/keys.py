@@ -1,34 +1,18 @@
-"""Keys: the canonical spelling of targets and traces, and what is hashed from it."""
+"""Keys: the canonical spelling of targets and traces, and what is hashed from it (spelled once
+in `schedule_reads.keys`, shared with the light client), and the labels a target may take."""
 
 from __future__ import annotations
 
-import hashlib
-import json
-import re
-from typing import Any
+from schedule_reads.keys import canonical_json, sha256_hex, target_key, tvm_series
 
-
-def canonical_json(value: Any) -> str:
-    """JSON with sorted keys and no spaces: the one spelling that keys are hashed from."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
-
-
-def sha256_hex(text: str) -> str:
-    """Hex sha256 of a UTF-8 string."""
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def tvm_series(version: str) -> str:
-    """The compatibility series of a TVM version: major.minor ("0.27.0.post1" -> "0.27").
-    Traces are only replayed within a series."""
-    match = re.match(r"(\d+)\.(\d+)", version or "")
-    return f"{match.group(1)}.{match.group(2)}" if match else (version or "")
-
-
-def target_key(canonical: dict[str, Any]) -> str:
-    """The key of a canonical target dict: the first 32 hex digits of its JSON's sha256."""
-    return sha256_hex(canonical_json(canonical))[:32]
-
+__all__ = [
+    "TARGET_LABEL_LENGTH",
+    "canonical_json",
+    "sha256_hex",
+    "target_key",
+    "target_labels",
+    "tvm_series",
+]
 
 TARGET_LABEL_LENGTH = 128  # TargetRow.label
 
