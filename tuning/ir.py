@@ -1,9 +1,16 @@
 """IRModule helpers every stage shares: the module MetaSchedule tunes for a PrimFunc, its
-structural hash (a workload's identity), loading a stored module, and a function's operands."""
+structural hash (a workload's identity), loading a stored module, a function's operands, and
+the attribute that marks operands layout-free.
+
+TVM is imported inside the helpers: the API imports this module and starts without TVM."""
 
 from __future__ import annotations
 
 from typing import Any
+
+LAYOUT_FREE_ATTR = "layout_free_buffers"
+"""PrimFunc attribute listing the parameters (weights) whose layout MetaSchedule's
+`RewriteLayout` may change (the packed space sets it; user TIR may carry it)."""
 
 
 def normalize(func: Any) -> Any:

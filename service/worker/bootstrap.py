@@ -13,9 +13,9 @@ from typing import Any
 from schedules_db import Store, make_engine, upgrade_schema
 from service.queue import make_celery, queue_name
 from service.settings import Settings
-from service.worker.heartbeat import WorkerBeat
 from service.worker.runner import WorkerContext
 from service.worker.task import register_tune_task
+from tuning.hardware.devices import RpcSpec
 from tuning.hardware.intrinsics import load_tensor_intrinsics
 from tuning.hardware.targets import HOST, current_tvm_series, host_fingerprint, resolve_target
 from tuning.hardware.threads import pin_runtime_threads, target_threads
@@ -28,7 +28,7 @@ def run_worker(
     target_specs: list[str],
     name: str | None = None,
     loglevel: str = "INFO",
-    rpc: Any = None,
+    rpc: RpcSpec | None = None,
 ) -> None:
     """Run a worker for ``target_specs`` ("host" or JSON targets) until it is stopped (blocks).
 
@@ -42,7 +42,9 @@ def run_worker(
     engine = make_engine(settings.store_url)
     upgrade_schema(engine)
     store = Store(engine, tvm_series=current_tvm_series())
-    queues, target_ids = [], []
+    queues: list[str] = []
+    target_ids: list[int] = []
+    canonicals: list[dict[str, Any]] = []
     machine = host_fingerprint()
     for spec in target_specs:
         known = (
@@ -57,7 +59,7 @@ def run_worker(
         )
         queues.append(queue_name(row.key))
         target_ids.append(row.id)
-    canonicals = [json.loads(store.catalog.get_target(t).canonical_json) for t in target_ids]
+        canonicals.append(json.loads(row.canonical_json))
     threads = [n for n in map(target_threads, canonicals) if n is not None]
     if threads and rpc is None:
         # Before any kernel runs: TVM sizes this process's thread pool once
@@ -80,8 +82,7 @@ def run_worker(
     store.fleet.register(
         node, socket.gethostname(), os.getpid(), target_ids, machine, rpc.as_json() if rpc else None
     )
-    beat = WorkerBeat(context, settings.heartbeat_every_s)
-    beat.start()
+    context.heartbeat.start_registry()
     app = make_celery(settings)
     register_tune_task(app, context)
     log.info("worker %s consuming %s", node, ", ".join(queues))
@@ -100,5 +101,5 @@ def run_worker(
             ]
         )
     finally:
-        beat.stopped.set()
+        context.heartbeat.stop()
         store.fleet.stopped(node)

@@ -2,8 +2,10 @@
 
 MetaSchedule's own queries ignore the target, so the adapter is created per target: every record
 it commits is stored under (workload, that target), and every query answers from that target's
-records only. Failed candidates (run_secs == [1e10]) are stored but never returned as top-k.
-A re-measurement of a trace already stored for the (workload, target) adds no row.
+records only. Failed candidates (``run_secs == [FAILED_RUN_SECS]``, see `tuning.search.traces`)
+are stored but never returned as top-k. A re-measurement of a trace already stored for the
+(workload, target) adds no row; `is_stored` says so beforehand (it is the search's
+`tuning.search.storage.StoredTraces`).
 """
 
 from __future__ import annotations
@@ -16,43 +18,16 @@ import tvm_ffi
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule import _ffi_api
 from tvm.s_tir.meta_schedule.database import PyDatabase, TuningRecord, Workload
-from tvm.tirx import FloatImm, IndexMap, IntImm
-from tvm_ffi import Array, Map
 
 from schedules_db.store import Store
-from schedules_db.values import NewRecord
-from tuning.search.traces import run_failed
-
-
-def _plain_json(value: Any) -> Any:
-    """MetaSchedule's JSON form of a trace as plain JSON values.
-
-    Like MetaSchedule's ``_json_de_tvm``, plus the one object a trace may hold: the IndexMap
-    input of a layout transform (dense, NHWC conv2d). TVM 0.27's ``Trace::AsJSON`` leaves it
-    an object while ``Trace::ApplyJSONToSchedule`` expects its ``save_json`` text, so it is
-    stored as that text.
-    """
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, (IntImm, FloatImm)):
-        return value.value
-    if isinstance(value, IndexMap):
-        return tvm.ir.save_json(value)
-    if isinstance(value, (Map, dict)):
-        return {_plain_json(k): _plain_json(v) for k, v in value.items()}
-    if isinstance(value, (Array, list, tuple)):
-        return [_plain_json(v) for v in value]
-    raise TypeError(f"unexpected {type(value).__name__} in a MetaSchedule trace")
-
-
-def trace_to_text(raw_trace: Any) -> str:
-    """A trace (as `TuningRecord.as_json` holds it) as JSON text for the store."""
-    return json.dumps(_plain_json(raw_trace), separators=(",", ":"))
-
-
-def trace_from_text(text: str) -> Any:
-    """The stored trace, in the form `Trace.apply_json_to_schedule` accepts."""
-    return json.loads(text)
+from schedules_db.values import NewRecord, Record
+from tuning.search.traces import (
+    FAILED_RUN_SECS,
+    plain_json,
+    run_failed,
+    trace_from_text,
+    trace_to_text,
+)
 
 
 @derived_object
@@ -127,7 +102,7 @@ class StoreDatabase(PyDatabase):
     # -- records ------------------------------------------------------------------------------
     def commit_tuning_record(self, record: TuningRecord) -> None:
         raw_trace, _run_secs, _target, raw_args = _ffi_api.TuningRecordAsJSON(record)
-        run_secs = [float(x) for x in record.run_secs] if record.run_secs else [1e10]
+        run_secs = [float(x) for x in record.run_secs] if record.run_secs else [FAILED_RUN_SECS]
         added = self.store.records.add(
             self.workload_id(record.workload),
             self.target_id,
@@ -135,7 +110,7 @@ class StoreDatabase(PyDatabase):
             NewRecord(
                 trace_json=trace_to_text(raw_trace),
                 run_secs=run_secs,
-                args_info=_plain_json(raw_args),
+                args_info=plain_json(raw_args),
                 tvm_version=tvm.__version__,
                 space=self.space,
                 failed=run_failed(run_secs),
@@ -152,7 +127,7 @@ class StoreDatabase(PyDatabase):
         raw_trace = _ffi_api.TuningRecordAsJSON(TuningRecord(trace, entry[1]))[0]
         return self.store.records.has_trace(entry[0], self.target_id, trace_to_text(raw_trace))
 
-    def _to_record(self, row: Any, workload: Workload) -> TuningRecord:
+    def _to_record(self, row: Record, workload: Workload) -> TuningRecord:
         return TuningRecord.from_json(
             [trace_from_text(row.trace_json), row.run_secs, self.target_json, row.args_info],
             workload,
@@ -171,8 +146,10 @@ class StoreDatabase(PyDatabase):
         workloads: dict[int, Workload] = {}
         for row in self.store.records.list_records(self.target_id):
             if row.workload_id not in workloads:
-                wrow = self.store.catalog.get_workload(row.workload_id)
-                workloads[row.workload_id] = self.commit_workload(tvm.ir.load_json(wrow.mod_json))
+                stored = self.store.catalog.get_workload(row.workload_id)
+                if stored is None:  # a record's workload is never deleted (foreign key)
+                    raise LookupError(f"no workload with id {row.workload_id}")
+                workloads[row.workload_id] = self.commit_workload(tvm.ir.load_json(stored.mod_json))
             records.append(self._to_record(row, workloads[row.workload_id]))
         return records
 

@@ -9,6 +9,7 @@ import numpy as np
 
 from schedules_db import Store, make_engine, upgrade_schema
 from service.worker.runner import WorkerContext, run_job
+from service.worker.search_storage import StoreSearchStorage
 from tuning.catalog import get_operator
 from tuning.catalog.workload import catalog_workload
 from tuning.hardware.targets import current_tvm_series, resolve_target
@@ -38,8 +39,9 @@ def test_transfer_trains_on_all_workloads_of_the_target_and_jobs_start_from_it(
     context = WorkerContext(
         store=store, artifact_dir=artifacts, worker_name="pytest", num_trials_per_iter=8
     )
+    storage = StoreSearchStorage(store, target_row.id)
     # Two workloads tuned without transfer: too few records for a model before them.
-    assert refresh(store, target_row.id, target_row.key, target, artifacts, 2) is None
+    assert refresh(storage, target_row.key, target, artifacts, 2) is None
     for shape in ((32, 32, 32), (48, 32, 16)):
         job = store.jobs.create(_workload(store, *shape), target_row.id, 16, "q",
                                transfer_cost_model=False)  # fmt: skip
@@ -48,14 +50,14 @@ def test_transfer_trains_on_all_workloads_of_the_target_and_jobs_start_from_it(
     assert store.records.count(target_row.id) >= MIN_RECORDS
 
     # The model learns from both workloads and ranks a third one's candidates.
-    model, seen = train(store, target_row.id, target, 2)
+    model, seen = train(storage, target, 2)
     assert seen >= MIN_RECORDS and len(model.data) == 2
-    path = refresh(store, target_row.id, target_row.key, target, artifacts, 2)
+    path = refresh(storage, target_row.key, target, artifacts, 2)
     assert path is not None and newest_model(artifacts, target_row.key) == (
         path,
         store.records.count(target_row.id),
     )
-    assert refresh(store, target_row.id, target_row.key, target, artifacts, 2) == path  # fresh
+    assert refresh(storage, target_row.key, target, artifacts, 2) == path  # fresh
 
     # A new job starts from it (and says so); one that opts out does not.
     warm = store.jobs.create(_workload(store, 40, 24, 32), target_row.id, 8, "q")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from service.worker.search_storage import StoreSearchStorage, stored_workload
 from tuning.catalog import get_operator
 from tuning.catalog.workload import catalog_workload
 from tuning.hardware.targets import resolve_target
@@ -44,7 +45,8 @@ def test_neighbour_traces_seed_a_new_shape_and_compute_it(tuned_store: dict, tmp
         spec.shash, spec.mod_json, "matmul", spec.params, spec.flop
     )
     # The session's store holds other matmuls too (other tests add them); all are neighbours.
-    found = neighbours(store, row)
+    storage = StoreSearchStorage(store, tuned_store["target_id"])
+    found = neighbours(storage, stored_workload(row))
     assert tuned_store["workload_id"] in [n.id for n in found]
     assert {(n.operator, n.params["dtype"]) for n in found} == {("matmul", "float32")}
     target = tvm.target.Target(resolve_target("host").canonical)
@@ -52,7 +54,7 @@ def test_neighbour_traces_seed_a_new_shape_and_compute_it(tuned_store: dict, tmp
         mod=spec.mod, target=target, space_generator=space_generator(PLAIN, target)
     ).clone()
     postprocs = list(context.space_generator.postprocs)
-    seeds = neighbour_seeds(store, row, tuned_store["target_id"], spec.mod, postprocs)
+    seeds = neighbour_seeds(storage, stored_workload(row), spec.mod, postprocs)
     assert seeds, "no stored trace of the 32^3 matmul could be refitted to 48x32x64"
     func = spec.mod["main"]
     inputs, expected = op.make_case(params, func, np.random.default_rng(3))
@@ -85,7 +87,9 @@ def test_a_warm_job_measures_its_neighbours_seeds_first(tuned_store: dict) -> No
     context = TuneContext(
         mod=spec.mod, target=target, space_generator=space_generator(PLAIN, target)
     ).clone()
-    seeds = neighbour_seeds(store, row, tid, spec.mod, list(context.space_generator.postprocs))
+    storage = StoreSearchStorage(store, tid)
+    postprocs = list(context.space_generator.postprocs)
+    seeds = neighbour_seeds(storage, stored_workload(row), spec.mod, postprocs)
     assert len(seeds) >= 4
 
     def scheduled(trace) -> str:  # noqa: ANN001

@@ -215,8 +215,8 @@ def test_nchw_conv_packed_schedule_vectorises_channels_and_matches_numpy(tmp_pat
     from tvm.s_tir.meta_schedule import _ffi_api
     from tvm.s_tir.meta_schedule.database import TuningRecord, Workload
 
-    from service.worker.store_database import trace_to_text
     from tuning.publish.verify import apply_trace
+    from tuning.search.traces import trace_to_text
 
     params = {"layout": "NCHW", "N": 1, "C": 16, "H": 8, "W": 6, "K": 32, "R": 3, "S": 3}
     params["padding"] = 1

@@ -10,6 +10,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from tuning.catalog.dtypes import random_operand, round_to, widen_tolerance
+from tuning.ir import arg_specs
 
 MAX_DIM = 8192
 
@@ -62,8 +63,6 @@ class Operator(ABC):
         self, params: OpParams, func: Any, rng: np.random.Generator
     ) -> list[np.ndarray]:
         """Random inputs matching the PrimFunc's input buffers (floats uniform in [-1, 1))."""
-        from tuning.ir import arg_specs
-
         return [random_operand(shape, dtype, rng) for shape, dtype in arg_specs(func)[:-1]]
 
     def case(

@@ -10,6 +10,7 @@ from pydantic import Field, model_validator
 
 from tuning.catalog.base import Dim, Operator, OpParams
 from tuning.catalog.dtypes import Floats, operand, random_operand, store_as
+from tuning.ir import arg_specs
 
 MAX_ELEMENTS = 2**28
 Shape = Annotated[list[Dim], Field(min_length=1, max_length=4)]
@@ -116,8 +117,6 @@ class _Unary(Operator):
         return self.flop_per_element * _size(params.shape)
 
     def make_inputs(self, params: OpParams, func: Any, rng: np.random.Generator) -> list:
-        from tuning.ir import arg_specs
-
         shape, dtype = arg_specs(func)[0]
         return [random_operand(shape, dtype, rng, low=self.low)]
 

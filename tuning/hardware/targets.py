@@ -414,9 +414,10 @@ def device_for(kind: str) -> Any:
 
 def current_tvm_series() -> str:
     """The TVM series (major.minor) of this process: the part of a record's key that says which
-    TVM may replay it."""
+    TVM may replay it ("0.27.0.post1" -> "0.27"). The store derives a stored record's series
+    from its TVM version the same way (`schedules_db.keys.tvm_series`, which `tuning` may not
+    import; tests/tuning/test_reuse.py holds the two to the same answers)."""
     import tvm
 
-    from schedules_db.keys import tvm_series
-
-    return tvm_series(tvm.__version__)
+    match = re.match(r"(\d+)\.(\d+)", tvm.__version__ or "")
+    return f"{match.group(1)}.{match.group(2)}" if match else (tvm.__version__ or "")

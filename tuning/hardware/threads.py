@@ -17,6 +17,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from tuning.hardware.targets import physical_cores
+
 ENV = "TVM_NUM_THREADS"
 _BIG_CORES = 1  # TVM's ThreadGroup::AffinityMode::kBig
 
@@ -26,8 +28,6 @@ def target_threads(canonical: dict[str, Any]) -> int | None:
     this machine's physical cores); None for non-CPU targets."""
     if canonical.get("kind") != "llvm":
         return None
-    from tuning.hardware.targets import physical_cores
-
     cores = canonical.get("num-cores")
     return int(cores) if cores else physical_cores()
 

@@ -18,9 +18,10 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
+from tuning.search.traces import FAILED_RUN_SECS
+
 MIN_RUN_SECS = 1e-9  # one nanosecond: no kernel a worker measures runs faster
 MAX_RUN_SECS = 1e3
-FAILED_RUN_SECS = 1e10  # MetaSchedule's run_secs of a candidate that failed to build or run
 MAX_REPEATS = 1000
 WORKLOAD_FILE = "database_workload.json"
 RECORD_FILE = "database_tuning_record.json"

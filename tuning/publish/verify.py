@@ -13,6 +13,7 @@ import numpy as np
 from tuning.catalog.dtypes import random_operand
 from tuning.hardware.targets import device_for
 from tuning.publish.packing import PACKED_ENTRY, PackedParam
+from tuning.search.traces import trace_from_text
 
 
 class VerificationError(Exception):
@@ -30,8 +31,6 @@ class Timing:
 def apply_trace(mod: Any, trace_json: str) -> Any:
     """The scheduled IRModule that a stored MetaSchedule trace produces from ``mod``."""
     from tvm.s_tir.schedule import Schedule, Trace
-
-    from service.worker.store_database import trace_from_text
 
     sch = Schedule(mod)
     Trace.apply_json_to_schedule(trace_from_text(trace_json), sch)

@@ -10,6 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from tuning.ir import arg_specs, normalize, structural_hash
+from tuning.sandbox.tir_checks import UnsafeTir, check_user_function
+
 MAX_BUFFER_BYTES = 1 << 30
 
 
@@ -21,9 +24,6 @@ def _checked_module(obj: Any) -> Any:
     """The normalised one-function IRModule of a parsed object, after every safety check."""
     import numpy as np
     import tvm
-
-    from tuning.ir import arg_specs, normalize
-    from tuning.sandbox.tir_checks import UnsafeTir, check_user_function
 
     if isinstance(obj, tvm.IRModule):
         funcs = [f for _, f in obj.functions_items() if isinstance(f, tvm.tirx.PrimFunc)]
@@ -52,8 +52,6 @@ def _checked_module(obj: Any) -> Any:
 def _described(mod: Any) -> dict[str, Any]:
     import tvm
     from tvm.s_tir.analysis import estimate_tir_flops
-
-    from tuning.ir import structural_hash
 
     return {
         "mod_json": tvm.ir.save_json(mod),

@@ -24,6 +24,8 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
+from tuning.ir import LAYOUT_FREE_ATTR, param_buffer
+
 MAX_ALLOC_BYTES = 256 << 20
 _MATH = (
     "exp", "exp2", "exp10", "log", "log10", "log1p", "erf", "tanh", "sqrt", "rsqrt", "sigmoid",
@@ -37,7 +39,7 @@ ALLOWED_CALLS = frozenset(
     | {f"tirx.{name}" for name in _MATH}
 )
 ALLOWED_FUNC_ATTRS = frozenset(
-    {"global_symbol", "tirx.noalias", "tir.noalias", "s_tir", "op_pattern", "layout_free_buffers"}
+    {"global_symbol", "tirx.noalias", "tir.noalias", "s_tir", "op_pattern", LAYOUT_FREE_ATTR}
 )
 BINARY = frozenset(
     {
@@ -110,8 +112,6 @@ class _Checker:
         self.objects: list[Any] = []
         self.allocated = 0
         self.regions: list[tuple[list[Any], list[Any]]] = []  # (reads, writes) per open block
-        from tuning.ir import param_buffer
-
         for param in func.params:
             buffer = param_buffer(func, param)
             if not hasattr(buffer, "shape") or not hasattr(buffer, "elem_offset"):
@@ -122,7 +122,7 @@ class _Checker:
         for key, value in (dict(func.attrs) if func.attrs is not None else {}).items():
             if key not in ALLOWED_FUNC_ATTRS:
                 raise UnsafeTir(f"function attribute {key!r} is not allowed")
-            if key == "layout_free_buffers" and not all(
+            if key == LAYOUT_FREE_ATTR and not all(
                 _constant(i) is not None and 0 <= int(i) < len(func.params) for i in value
             ):
                 raise UnsafeTir("layout_free_buffers must name parameters")

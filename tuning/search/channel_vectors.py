@@ -33,8 +33,7 @@ from typing import Any
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.schedule_rule import PyScheduleRule
 
-from tuning.ir import param_buffer
-from tuning.search.spaces import LAYOUT_FREE_ATTR
+from tuning.ir import LAYOUT_FREE_ATTR, param_buffer
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ observation) instead of from random scores.
 Models are files in the artifact directory, ``cost_models/<target key>/records-<N>.tar``
 (MetaSchedule's `XGBModel.save` format; N = the target's stored records when it was trained),
 written atomically; the newest is used, and a worker retrains when enough new records arrived
-since (`REFRESH_FRACTION`).
+since (`REFRESH_FRACTION`). The records are read through `tuning.search.storage.SearchStorage`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from schedules_db.store import Store
+from tuning.hardware.intrinsics import load_tensor_intrinsics
+from tuning.ir import load_mod
+from tuning.search.storage import SearchStorage, TrainingRecord
+from tuning.search.traces import trace_from_text
 
 log = logging.getLogger("tunehub.cost_model")
 
@@ -46,9 +49,10 @@ def newest_model(artifact_dir: Path, target_key: str) -> tuple[Path, int] | None
     return path, records
 
 
-def train(store: Store, target_id: int, target: Any, num_cores: int) -> tuple[Any, int]:
-    """An `XGBModel` trained on the target's stored records (every workload); returns it and
-    the number of records it saw."""
+def train(storage: SearchStorage, target: Any, num_cores: int) -> tuple[Any, int]:
+    """An `XGBModel` trained on the verified records of the storage's target (every workload),
+    ``target`` being that target as a `tvm.target.Target`; returns it and the number of records
+    it saw."""
     from tvm.s_tir.meta_schedule import TuneContext
     from tvm.s_tir.meta_schedule.arg_info import ArgInfo
     from tvm.s_tir.meta_schedule.cost_model import XGBModel
@@ -57,21 +61,19 @@ def train(store: Store, target_id: int, target: Any, num_cores: int) -> tuple[An
     from tvm.s_tir.schedule import Schedule, Trace
     from tvm.tirx import FloatImm
 
-    from service.worker.store_database import trace_from_text
-    from tuning.hardware.intrinsics import load_tensor_intrinsics
-    from tuning.ir import load_mod
-
     load_tensor_intrinsics([dict(target.export())])
     model = XGBModel(num_tuning_cores=num_cores, adaptive_training=False)
-    by_workload: dict[int, list[Any]] = {}
-    for row in store.records.list_records(target_id, verified_only=True):
+    by_workload: dict[int, list[TrainingRecord]] = {}
+    for row in storage.training_records():
         by_workload.setdefault(row.workload_id, []).append(row)
     seen = 0
     for workload_id, rows in by_workload.items():
-        mod = load_mod(store.catalog.get_workload(workload_id).mod_json)
+        mod = load_mod(storage.module_json(workload_id))
         context = TuneContext(mod=mod, target=target, task_name="main")
         args_info = ArgInfo.from_prim_func(mod["main"])
-        ok = sorted((r for r in rows if r.mean_run_us is not None), key=lambda r: r.mean_run_us)
+        ok = sorted(
+            (r for r in rows if r.mean_run_us is not None), key=lambda r: r.mean_run_us or 0.0
+        )
         candidates, results = [], []
         for row in ok[:MAX_RECORDS_PER_WORKLOAD]:
             sch = Schedule(mod)
@@ -88,17 +90,18 @@ def train(store: Store, target_id: int, target: Any, num_cores: int) -> tuple[An
 
 
 def refresh(
-    store: Store, target_id: int, target_key: str, target: Any, artifact_dir: Path, cores: int
+    storage: SearchStorage, target_key: str, target: Any, artifact_dir: Path, cores: int
 ) -> Path | None:
-    """The target's current model file: the newest one, retrained first when the store holds
-    `REFRESH_FRACTION` more records than it saw. None while the target has too few records."""
-    stored = store.records.count(target_id)
+    """The current model file of the storage's target (``target_key`` names its folder): the
+    newest one, retrained first when the storage holds `REFRESH_FRACTION` more records than it
+    saw. None while the target has too few records."""
+    stored = storage.record_count()
     newest = newest_model(artifact_dir, target_key)
     if newest is not None and stored < newest[1] * (1 + REFRESH_FRACTION):
         return newest[0]
     if stored < MIN_RECORDS:
         return newest[0] if newest else None
-    model, seen = train(store, target_id, target, cores)
+    model, seen = train(storage, target, cores)
     if seen < MIN_RECORDS:
         return newest[0] if newest else None
     folder = model_dir(artifact_dir, target_key)

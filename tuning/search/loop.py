@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,10 +15,11 @@ from tuning.hardware.intrinsics import load_tensor_intrinsics
 from tuning.hardware.targets import physical_cores
 from tuning.search.builder import make_builder
 from tuning.search.spaces import PACKED, PLAIN, space_generator
+from tuning.search.storage import StoredTraces
+from tuning.search.tile_seeds import register_tile_seeds
+from tuning.search.traces import FAILED_RUN_SECS, run_failed
 
 log = logging.getLogger("tunehub.search")
-
-FAILED_SECS = 1e9
 
 
 class SearchCancelled(Exception):
@@ -43,7 +44,7 @@ def _mean_secs(result: Any) -> float | None:
         return None
     secs = [float(x) for x in result.run_secs]
     mean = sum(secs) / len(secs)
-    return None if mean >= FAILED_SECS or math.isnan(mean) else mean
+    return None if run_failed(secs) or math.isnan(mean) else mean
 
 
 class _Stop:
@@ -133,7 +134,8 @@ def run_search(
     runner: Any | None = None,
     cost_model_path: Path | None = None,
     space: str = PLAIN,
-    measure_first: list[Any] = (),
+    measure_first: Sequence[Any] = (),
+    stored: StoredTraces | None = None,
 ) -> None:
     """Tune ``mod`` (one PrimFunc "main") for ``trials`` measured candidates.
 
@@ -146,9 +148,9 @@ def run_search(
     for ``mod``), of which the first batch's worth is measured before the evolutionary search
     (a warm start's seeds: MetaSchedule only measures database candidates its cost model ranks
     first); in the packed space, register-tile seeds (`tuning.search.tile_seeds`) fill the rest of
-    that
-    batch. Seeds count against ``trials``, are stored, and train the cost model like any batch;
-    a seed the store already holds is not measured again.
+    that batch. Seeds count against ``trials``, are stored, and train the cost model like any
+    batch. ``stored``: what the storage already holds (usually ``database`` itself, the worker's
+    adapter): no candidate it reports stored, seed or mutant, is measured again.
     """
     from tvm.s_tir.meta_schedule import TuneContext
     from tvm.s_tir.meta_schedule.cost_model import XGBModel
@@ -156,6 +158,7 @@ def run_search(
     from tvm.s_tir.meta_schedule.search_strategy import SearchStrategy
     from tvm.s_tir.meta_schedule.tune import tune_tasks
 
+    # With the TVM imports above (it subclasses MetaSchedule's PySearchStrategy).
     from tuning.search.fresh_candidates import FreshCandidates
 
     # The schedule rules look tensor intrinsics up by name: register the families this target
@@ -164,12 +167,12 @@ def run_search(
     cores = num_cores or physical_cores()
     first_size = batch_size(trials, num_trials_per_iter)
     generator = space_generator(space, target, mod)
-    first = first_batch(mod, target, generator, database, space, cores, measure_first, first_size)
+    first = first_batch(mod, target, generator, stored, space, cores, measure_first, first_size)
     rest = trials - len(first)
     per_batch = batch_size(max(rest, 1), num_trials_per_iter)
     strategy = SearchStrategy.create("evolutionary", population_size=population_size(per_batch))
-    if hasattr(database, "is_stored"):  # the store's database: never re-measure a stored trace
-        strategy = FreshCandidates(strategy, database.is_stored)
+    if stored is not None:  # never measure a stored trace again
+        strategy = FreshCandidates(strategy, stored.is_stored)
     context = TuneContext(
         mod=mod,
         target=target,
@@ -212,7 +215,7 @@ def run_search(
         raise
     finally:
         builder.shutdown()
-        pool = getattr(runner, "pool", None)
+        pool = getattr(runner, "pool", None)  # TVM's runners: LocalRunner and RPCRunner have one
         if pool is not None:
             pool.shutdown()
 
@@ -221,18 +224,16 @@ def first_batch(
     mod: Any,
     target: Any,
     generator: Any,
-    database: Any,
+    stored: StoredTraces | None,
     space: str,
     cores: int,
-    given: list[Any],
+    given: Sequence[Any],
     size: int,
 ) -> list[Any]:
     """What the search measures before its evolutionary rounds, at most ``size`` traces: the
     ``given`` ones (a warm start's seeds), then, in the packed space, its register-tile seeds
-    (`tuning.search.tile_seeds`); each once, and none that the store already holds."""
+    (`tuning.search.tile_seeds`); each once, and none that ``stored`` already holds."""
     from tvm.s_tir.meta_schedule import TuneContext
-
-    from tuning.search.tile_seeds import register_tile_seeds
 
     first = list(given)
     if space == PACKED and len(first) < size:
@@ -243,8 +244,8 @@ def first_batch(
         except Exception:  # noqa: BLE001 - seeds are an optimisation, never a reason to fail
             log.exception("register-tile seeds failed; the search starts without them")
     unique = list({str(trace): trace for trace in first}.values())  # a seed of both kinds once
-    if hasattr(database, "is_stored"):
-        unique = [trace for trace in unique if not database.is_stored(mod, trace)]
+    if stored is not None:
+        unique = [trace for trace in unique if not stored.is_stored(mod, trace)]
     return unique[:size]
 
 
@@ -295,7 +296,7 @@ def _measure_first_batch(
     for candidate, result in zip(candidates, results, strict=True):
         if result.error_msg is not None:
             log.warning("a first-batch candidate failed: %s", result.error_msg.strip()[-2000:])
-        run_secs = list(result.run_secs) if result.error_msg is None else [FAILED_SECS]
+        run_secs = list(result.run_secs) if result.error_msg is None else [FAILED_RUN_SECS]
         database.commit_tuning_record(
             TuningRecord(
                 candidate.sch.trace, workload, run_secs, context.target, candidate.args_info

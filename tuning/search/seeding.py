@@ -7,9 +7,10 @@ register tile, the same unroll and vectorisation choices. `neighbour_seeds` repl
 traces on the new workload, refitting every tile decision (``SamplePerfectTile``) to the new loop
 extents, and keeps the ones that still apply and pass the space's postprocessors. The job
 measures the first batch of them before the evolutionary search starts (`tuning.search.loop`
-``measure_first``), and the search's population starts from what they measured (`StoreDatabase`
-``seeds`` for the rest). They are starting points only: measured before anything is believed,
-and verification is unchanged.
+``measure_first``), and the search's population starts from what they measured (the worker's
+MetaSchedule `Database` offers the rest as its top-k). They are starting points only: measured
+before anything is believed, and verification is unchanged. The stored neighbours are read
+through `tuning.search.storage.SearchStorage`.
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ import logging
 import math
 from typing import Any
 
-from schedules_db.store import Store
-from service.worker.store_database import trace_from_text
+from tuning.ir import load_mod
+from tuning.search.storage import SearchStorage, StoredWorkload
+from tuning.search.traces import trace_from_text
 
 log = logging.getLogger("tunehub.seeding")
 
@@ -60,13 +62,15 @@ def _size_distance(a: dict[str, Any], b: dict[str, Any]) -> float | None:
     return distance
 
 
-def neighbours(store: Store, workload: Any, limit: int = NEIGHBOURS) -> list[Any]:
+def neighbours(
+    storage: SearchStorage, workload: StoredWorkload, limit: int = NEIGHBOURS
+) -> list[StoredWorkload]:
     """Stored catalog workloads of the same operator whose non-size parameters are equal,
     nearest first."""
     if not workload.operator:
         return []
     scored = []
-    for row in store.catalog.list_workloads(operator=workload.operator, limit=1000):
+    for row in storage.workloads_of(workload.operator):
         if row.id == workload.id:
             continue
         distance = _size_distance(workload.params, row.params)
@@ -98,28 +102,26 @@ def _adapt(source_mod: Any, trace_json: str, target_mod: Any, postprocs: list[An
 
 
 def neighbour_seeds(
-    store: Store,
-    workload: Any,
-    target_id: int,
+    storage: SearchStorage,
+    workload: StoredWorkload,
     search_mod: Any,
     postprocs: list[Any],
     limit: int = 16,
 ) -> list[Any]:
-    """Traces (TVM `Trace` objects) for ``search_mod`` adapted from the fastest records of the
-    workload's nearest stored neighbours on the same target; at most ``limit``, in rounds: every
-    neighbour's fastest (nearest neighbour first), then every neighbour's second, and so on, so
-    that a first batch cut from the front is as varied as the neighbours are. Traces that fail
-    to apply are skipped (a different structure, e.g. a padding stage one of them lacks)."""
-    from tuning.ir import load_mod
-
+    """Traces (TVM `Trace` objects) for ``search_mod`` adapted from the fastest verified records
+    of the workload's nearest stored neighbours on the storage's target; at most ``limit``, in
+    rounds: every neighbour's fastest (nearest neighbour first), then every neighbour's second,
+    and so on, so that a first batch cut from the front is as varied as the neighbours are.
+    Traces that fail to apply are skipped (a different structure, e.g. a padding stage one of
+    them lacks)."""
     seen: set[str] = set()
     per_neighbour: list[list[Any]] = []
-    for row in neighbours(store, workload):
+    for row in neighbours(storage, workload):
         source_mod = load_mod(row.mod_json)
         adapted = []
-        for record in store.records.top_k(row.id, target_id, PER_NEIGHBOUR, verified_only=True):
+        for trace_json in storage.best_traces(row.id, PER_NEIGHBOUR):
             try:
-                trace = _adapt(source_mod, record.trace_json, search_mod, postprocs)
+                trace = _adapt(source_mod, trace_json, search_mod, postprocs)
             except Exception:  # noqa: BLE001 - a trace that does not fit is simply not a seed
                 continue
             if trace is None:

@@ -21,12 +21,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from tuning.ir import LAYOUT_FREE_ATTR, param_buffer
+
 PLAIN = "plain"
 PACKED = "packed"
 SPACES = (PLAIN, PACKED)
 AUTO = "auto"
-
-LAYOUT_FREE_ATTR = "layout_free_buffers"
 
 
 class SpaceError(ValueError):
@@ -97,8 +97,6 @@ def _vector_fits_output(mod: Any, bits: int) -> bool:
     number of ``bits``-wide vectors of the output's dtype (True when unknown)."""
     import tvm
 
-    from tuning.ir import param_buffer
-
     if mod is None:
         return True
     func = mod["main"]
@@ -125,6 +123,9 @@ def space_generator(space: str, target: Any, mod: Any = None) -> Any:
     from tvm.s_tir.meta_schedule.postproc import Postproc
     from tvm.s_tir.meta_schedule.space_generator import PostOrderApply
 
+    # Deferred with TVM (channel_vectors imports MetaSchedule at module level): the API imports
+    # this module for `resolve_space` and starts without TVM. channel_vectors imports only
+    # tuning.ir from here, so this hides no cycle.
     from tuning.search.channel_vectors import WeightAxisInnermost
 
     bits = vector_bits(target)

@@ -31,6 +31,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from tuning.search.spaces import register_tile_limit
+
 log = logging.getLogger("tunehub.tile_seeds")
 
 PARALLEL_PER_CORE = 8  # outer chunks per core: enough to balance, few enough to keep tiles big
@@ -179,8 +181,6 @@ def register_tile_seeds(context: Any, cores: int, limit: int = 16) -> list[Any]:
     postprocessors and target's register budget): for each register block (largest first) and
     each design space, the schedule `plan_decisions` makes; at most ``limit``, distinct, in
     that order."""
-    from tuning.search.spaces import register_tile_limit
-
     mod = context.mod
     postprocs = list(context.space_generator.postprocs)
     register_budget = register_tile_limit(context.target)

@@ -1,0 +1,175 @@
+"""A job's verification and publication: the fastest stored candidates verified against the
+reference and re-timed side by side with the plain function, the fastest of them published.
+
+The search's best measurement is the luckiest of many noisy ones, so every verified candidate
+of the top `VERIFY_CANDIDATES` (of either space) is timed again here, and the plain
+(unscheduled) function competes too: nothing slower than it is ever served. A packed candidate
+is checked through its ``pack_<i>`` functions then ``main_packed`` and timed as deployed
+(``main_packed`` alone); the winner's published library adds the drop-in ``main`` (the user's
+layouts, packing inside the call), checked too.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from schedules_db.store import Store
+from schedules_db.values import NewSchedule, Record, Workload
+from service.worker.job_store import JobInputs, OwnedJob
+from tuning.catalog import get_operator
+from tuning.catalog.dtypes import random_operand, widen_tolerance
+from tuning.hardware.devices import Measurer
+from tuning.hardware.targets import current_tvm_series
+from tuning.ir import arg_specs
+from tuning.publish.artifacts import publish
+from tuning.publish.packing import PackedParam, split_packed
+from tuning.publish.verify import (
+    VerificationError,
+    apply_trace,
+    build_library,
+    check_close,
+    run_module,
+    time_module,
+)
+
+log = logging.getLogger("tunehub.worker")
+
+VERIFY_CANDIDATES = 5  # how many of the fastest records to try before giving up
+
+
+class Reference:
+    """Expected outputs: numpy for catalog operators, the unscheduled function for raw TIR."""
+
+    def __init__(self, workload: Workload, untuned_module: Any, device: Any, func: Any) -> None:
+        self.device = device
+        rng = np.random.default_rng(0)
+        specs = arg_specs(func)
+        self.out_shape, self.out_dtype = specs[-1]
+        op = get_operator(workload.operator) if workload.operator else None
+        if op is not None:
+            params = op.Params.model_validate(workload.params)
+            self.inputs, self.expected = op.make_case(params, func, rng)
+            self.rtol, self.atol = op.tolerance(params)
+        else:
+            self.inputs = [random_operand(s, d, rng) for s, d in specs[:-1]]
+            self.expected = run_module(
+                untuned_module, device, self.inputs, self.out_shape, self.out_dtype
+            )
+            self.rtol, self.atol = widen_tolerance(1e-4, 1e-5, self.out_dtype)
+
+    def check(self, module: Any, packed: list[PackedParam] | tuple[()] = ()) -> float:
+        """Max error of the module's output (through its pack functions and ``main_packed``
+        when ``packed`` lists packed weights)."""
+        actual = run_module(
+            module, self.device, self.inputs, self.out_shape, self.out_dtype, packed
+        )
+        return check_close(actual, self.expected, self.rtol, self.atol)
+
+
+@dataclass(frozen=True)
+class Winner:
+    """What is published: the fastest verified candidate, or the plain function."""
+
+    record: Record | None  # None: the plain function won
+    latency_us: float
+    untuned_us: float
+    max_abs_error: float
+    scheduled: Any  # the IRModule of the published library
+    packed: list[PackedParam]
+    library: Path
+
+
+def verify_and_publish(
+    store: Store,
+    inputs: JobInputs,
+    target: Any,
+    owned: OwnedJob,
+    measurer: Measurer,
+    work_dir: Path,
+    artifact_dir: Path,
+) -> int | None:
+    """Verify the job's fastest stored candidates and publish the winner (`Winner`); its
+    schedule id, or None when another worker owns the job now. Raises `VerificationError`
+    when no candidate passes."""
+    top = store.records.top_k(inputs.workload.id, inputs.target.id, VERIFY_CANDIDATES)
+    winner = _pick_winner(inputs, top, target, measurer, work_dir)
+    artifact = publish(artifact_dir, winner.library)
+    record = winner.record
+    return owned.publish(
+        NewSchedule(
+            record_id=record.id if record is not None else None,
+            latency_us=winner.latency_us,
+            untuned_latency_us=winner.untuned_us,
+            max_abs_error=winner.max_abs_error,
+            tir=winner.scheduled.script(),
+            artifact_sha256=artifact.sha256,
+            artifact_size=artifact.size,
+            artifact_path=artifact.relpath,
+            tvm_series=current_tvm_series(),
+            space=record.space if record is not None else "plain",
+            packed_params=[param.as_json() for param in winner.packed],
+        )
+    )
+
+
+def _pick_winner(
+    inputs: JobInputs, top: list[Record], target: Any, measurer: Measurer, work_dir: Path
+) -> Winner:
+    """Verify and time ``top`` and the plain function, side by side on the job's device."""
+    job_id, mod = inputs.job.id, inputs.mod
+    func = mod["main"]
+    specs = arg_specs(func)
+    with measurer.session() as session:
+        untuned = session.load(build_library(mod, target, work_dir / "untuned.so"))
+        untuned_time = time_module(untuned.module, untuned.device, specs)
+        reference = Reference(inputs.workload, untuned.module, untuned.device, func)
+        failures: list[str] = []
+        verified: list[tuple[float, Record, Any, float, Path]] = []
+        for record in top:
+            path = work_dir / f"candidate-{record.id}.so"
+            try:
+                split = split_packed(apply_trace(mod, record.trace_json), drop_in=False)
+                loaded = session.load(build_library(split.mod, target, path))
+                error = reference.check(loaded.module, split.packed)
+            except VerificationError as err:
+                failures.append(f"record {record.id}: {err}")
+                log.warning("job %s: record %s failed verification: %s", job_id, record.id, err)
+                continue
+            entry_specs = arg_specs(split.mod[split.entry])
+            latency = time_module(
+                loaded.module, loaded.device, entry_specs, entry=split.entry
+            ).median_us
+            verified.append((latency, record, split, error, path))
+        if not verified:
+            detail = "; ".join(failures) or "no candidate was measured successfully"
+            raise VerificationError(f"no candidate passed verification: {detail}")
+        # The plain function is timed like the candidates, before and after them: on tiny
+        # kernels a short search may find nothing faster (threads cost more than they save).
+        untuned_after = time_module(untuned.module, untuned.device, specs).median_us
+        untuned_us = (untuned_time.median_us + untuned_after) / 2
+        untuned_error = reference.check(untuned.module)
+        latency, best, split, error, path = min(verified, key=lambda item: item[0])
+        if split.packed and untuned_us >= latency:
+            split, path, error = _with_drop_in(session, reference, mod, best, target, work_dir)
+    if untuned_us < latency:
+        log.info("job %s: the plain function (%.2f us) beat every candidate (%.2f us)",
+                 job_id, untuned_us, latency)  # fmt: skip
+        return Winner(None, untuned_us, untuned_us, untuned_error, mod, [], work_dir / "untuned.so")
+    return Winner(best, latency, untuned_us, error, split.mod, list(split.packed), path)
+
+
+def _with_drop_in(
+    session: Any, reference: Reference, mod: Any, record: Record, target: Any, work_dir: Path
+) -> tuple[Any, Path, float]:
+    """The packed winner's published library: pack functions, ``main_packed`` and the drop-in
+    ``main`` (the user's layouts, packing inside the call), each entry point verified."""
+    split = split_packed(apply_trace(mod, record.trace_json))
+    path = work_dir / f"published-{record.id}.so"
+    loaded = session.load(build_library(split.mod, target, path))
+    error = max(reference.check(loaded.module), reference.check(loaded.module, split.packed))
+    return split, path, error
