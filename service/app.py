@@ -12,6 +12,8 @@ from fastapi.exceptions import RequestValidationError
 from schedules_db import Store, make_engine, upgrade_schema
 from schedules_db.tokens import TokenStore
 from service.api import catalog, interchange, jobs, me, schedules, workers, workloads
+from service.api.deps import Services, install_services
+from service.api.models import Health
 from service.auth import document_responses
 from service.errors import recursion_error_handler, responses, validation_error_handler
 from service.limits import BodyLimit, route_caps
@@ -38,14 +40,17 @@ def create_app(settings: Settings | None = None, run_reaper: bool = True) -> Fas
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         engine = make_engine(settings.store_url)
         upgrade_schema(engine)
-        app.state.settings = settings
         set_max_concurrent(settings.max_parses)
-        app.state.store = Store(engine, tvm_series=current_tvm_series())
-        app.state.queue = JobQueue(settings)
-        app.state.tokens = TokenStore(engine)
-        app.state.write_limiter = WriteLimiter(settings.write_rate_per_s, settings.write_burst)
+        services = Services(
+            settings=settings,
+            store=Store(engine, tvm_series=current_tvm_series()),
+            queue=JobQueue(settings),
+            tokens=TokenStore(engine),
+            write_limiter=WriteLimiter(settings.write_rate_per_s, settings.write_burst),
+        )
+        install_services(app, services)
         settings.artifacts.mkdir(parents=True, exist_ok=True)
-        reaper = Reaper(app.state.store, app.state.queue, settings) if run_reaper else None
+        reaper = Reaper(services.store, services.queue, settings) if run_reaper else None
         if reaper:
             reaper.start()
         try:
@@ -53,7 +58,7 @@ def create_app(settings: Settings | None = None, run_reaper: bool = True) -> Fas
         finally:
             if reaper:
                 reaper.stopped.set()
-            app.state.queue.close()
+            services.queue.close()
             engine.dispose()
 
     app = FastAPI(
@@ -79,7 +84,7 @@ def create_app(settings: Settings | None = None, run_reaper: bool = True) -> Fas
     app.add_exception_handler(RecursionError, recursion_error_handler)
     app.add_middleware(BodyLimit, caps=route_caps(settings), default=settings.max_body_bytes)
 
-    @app.get("/healthz", tags=["health"], responses=responses(413))
+    @app.get("/healthz", tags=["health"], response_model=Health, responses=responses(413))
     def healthz() -> dict[str, str]:
         """Liveness: the process answers."""
         return {"status": "ok"}

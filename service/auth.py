@@ -35,8 +35,10 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.exc import OperationalError
 from starlette.concurrency import run_in_threadpool
 
+from schedules_db import Store
 from schedules_db.keys import target_key
 from schedules_db.tokens import ADMIN, READ, SCOPES, SUBMIT, SUBMIT_CODE, TokenInfo, TokenStore
+from service.api.deps import services
 from service.errors import invalid
 from service.reads import inline_ok
 from service.refusals import Refusal, refusal_schema
@@ -93,7 +95,7 @@ def require(identity: Identity, scope: str, loc: Sequence[str], what: str) -> No
         raise forbidden(scope, loc, f"{what} needs the {scope!r} scope ({identity.name} lacks it)")
 
 
-def check_target(identity: Identity, canonical: dict[str, Any], store: Any) -> None:
+def check_target(identity: Identity, canonical: dict[str, Any], store: Store) -> None:
     """A job (or import) for a target no worker has registered needs ``admin``; others get a
     422 on ``("body", "target")`` listing the targets workers did register."""
     if identity.can(ADMIN):
@@ -132,7 +134,7 @@ class Access:
     ) -> Identity:
         identity = await self._admitted(request, credentials)
         if self.write:
-            request.app.state.write_limiter.check(identity.limit_key)
+            services(request).write_limiter.check(identity.limit_key)
         return identity
 
     async def admit(self, request: Request) -> None:
@@ -144,7 +146,7 @@ class Access:
     async def _admitted(
         self, request: Request, credentials: HTTPAuthorizationCredentials | None
     ) -> Identity:
-        state = request.app.state
+        state = services(request)
         lookup = credentials is not None and state.settings.auth
         if lookup and not inline_ok(state.tokens.engine):  # across a network, or pool busy
             identity = await run_in_threadpool(self._identify, request, credentials)
@@ -164,7 +166,8 @@ class Access:
     def _identify(
         self, request: Request, credentials: HTTPAuthorizationCredentials | None
     ) -> Identity:
-        settings = request.app.state.settings
+        shared = services(request)
+        settings = shared.settings
         address = request.client.host if request.client else ""
         if not settings.auth:
             name = LOCAL if _is_loopback(address) else f"{LOCAL}@{address}"
@@ -175,7 +178,7 @@ class Access:
             raise unauthorized(
                 "an API token is required: Authorization: Bearer <token>", "missing_token"
             )
-        token = request.app.state.tokens.find(credentials.credentials)
+        token = shared.tokens.find(credentials.credentials)
         if token is None:
             raise unauthorized("unknown API token", "invalid_token")
         state = token.state()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 from fastapi import HTTPException, Request
@@ -32,7 +32,7 @@ def invalid(
     return RequestValidationError([{"loc": tuple(loc), "msg": msg, "type": kind, "input": value}])
 
 
-def prefixed(errors: Iterable[dict[str, Any]], prefix: Sequence[str]) -> RequestValidationError:
+def prefixed(errors: Iterable[Mapping[str, Any]], prefix: Sequence[str]) -> RequestValidationError:
     """Pydantic errors of a nested model, re-rooted at ``prefix``, as a 422."""
     cleaned = []
     for err in errors:
@@ -52,11 +52,12 @@ def not_found(what: str, key: Any) -> HTTPException:
 
 
 # ---------------------------------------------------------------- 422 bodies of bounded size
-async def validation_error_handler(_: Request, exc: RequestValidationError) -> JSONResponse:
+async def validation_error_handler(_: Request, exc: Exception) -> JSONResponse:
     """A 422 whose body stays small whatever the input: the first `MAX_ERRORS` errors, each
     ``input`` echoed whole only when its JSON fits in `MAX_ECHO` characters (else as a string
     of its first `MAX_ECHO` characters and "…"), then one ``too_many_errors`` entry if any
-    were left out."""
+    were left out (register for ``RequestValidationError``)."""
+    assert isinstance(exc, RequestValidationError)
     errors = exc.errors()
     detail = [_bounded_error(err) for err in errors[:MAX_ERRORS]]
     if len(errors) > MAX_ERRORS:

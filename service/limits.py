@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from typing import Final
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.settings import Settings
 
-BODY_TOO_LARGE = "body_too_large"
+BODY_TOO_LARGE: Final = "body_too_large"
 
 
 def too_large_body(method: str, path: str, limit: int) -> dict[str, object]:

@@ -60,7 +60,8 @@ class JobQueue:
 
     def enqueue(self, job_id: int, queue: str) -> str:
         """Hand a job to the broker on its target's queue; returns the message's task id."""
-        return self.app.send_task(TASK_NAME, args=[job_id], queue=queue).id
+        task_id: str = self.app.send_task(TASK_NAME, args=[job_id], queue=queue).id
+        return task_id
 
     def revoke(self, task_id: str | None) -> bool:
         """Best effort: ask the workers to drop a message not yet started (a cancelled queued

@@ -19,6 +19,7 @@ from functools import lru_cache
 from typing import Any, TypeVar
 
 from sqlalchemy.engine import URL, Engine
+from sqlalchemy.pool import QueuePool
 from starlette.concurrency import run_in_threadpool
 
 from schedules_db import Store
@@ -47,8 +48,9 @@ def inline_ok(engine: Engine) -> bool:
     if not is_local(engine.url):
         return False
     pool = engine.pool
-    size = getattr(pool, "size", None)
-    return size is None or pool.checkedout() < size()
+    if not isinstance(pool, QueuePool):  # no bound on connections (NullPool, StaticPool)
+        return True
+    return pool.checkedout() < pool.size()
 
 
 async def lookup(store: Store, read: Callable[..., T], *args: Any) -> T:

@@ -3,7 +3,9 @@
 Every few seconds it (1) puts running jobs whose worker stopped heart-beating back in the queue
 (the job then resumes from its stored records), (2) re-sends queued jobs whose message may be
 lost (a SQLite-broker message delivered to a worker that was SIGKILLed stays invisible forever),
-and (3) deletes delivered messages that the SQLite broker keeps.
+and (3) deletes delivered messages that the SQLite broker keeps. Jobs are sent as the routes send
+them (`service.api.usecases.dispatch`); a broker that is down ends a sweep, and the next one
+retries.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from sqlalchemy import create_engine, text
 
 from schedules_db.models import utcnow
 from schedules_db.store import Store
+from service.api.usecases.dispatch import dispatch
 from service.queue import JobQueue
 from service.settings import Settings
 
@@ -47,8 +50,7 @@ class Reaper(threading.Thread):
         for job in stale:
             resend[job.id] = job
         for job in resend.values():
-            task_id = self.queue.enqueue(job.id, job.queue)
-            self.store.jobs.mark_enqueued(job.id, task_id)
+            dispatch(self.store, self.queue, job)  # a broker that is down ends the sweep
         purged = purge_delivered_sqlite_messages(self.settings.broker)
         return {"requeued_stale": len(stale), "resent": len(resend), "purged": purged}
 

@@ -1,14 +1,30 @@
-"""Request bodies and the JSON shapes of jobs, schedules and targets."""
+"""Request bodies, and the JSON of jobs, schedules, targets and workloads built from the store's
+values (`schedules_db.values`).
+
+The builders return plain dicts so that the hot read routes can serialise them with
+`service.fast_json` alone; `service.api.models` documents each shape with a pydantic model that
+lists the same keys in the same order (tests/service/test_response_models.py checks that they
+agree).
+"""
 
 from __future__ import annotations
 
 import json
 from datetime import datetime, timezone
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, overload
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from schedules_db.models import JobRow, ScheduleRow, TargetRow, WorkloadRow
+from schedules_db.values import (
+    Artifact,
+    Job,
+    Record,
+    RecordTrace,
+    Schedule,
+    ScheduleInfo,
+    Target,
+    WorkloadInfo,
+)
 from tuning.sandbox.user_tir import MAX_SOURCE_BYTES
 
 # Path and query ids: the store's id columns are INTEGER, 32-bit on PostgreSQL (which refuses
@@ -96,6 +112,23 @@ class JobCreate(BaseModel):
         return self
 
 
+class ImportBody(BaseModel):
+    """Body of ``POST /api/v1/import``: a MetaSchedule JSON database (both files' text, keyed by
+    their file names, `tuning.publish.interchange.WORKLOAD_FILE` and ``RECORD_FILE``) measured on
+    ``target``."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    target: str | dict[str, Any] = Field(description='"host", a label/key, or a JSON target')
+    workloads: str = Field(alias="database_workload.json", max_length=64 * 2**20)
+    records: str = Field(alias="database_tuning_record.json", max_length=256 * 2**20)
+
+
+@overload
+def iso(value: datetime) -> str: ...
+@overload
+def iso(value: None) -> None: ...
+@overload
+def iso(value: datetime | None) -> str | None: ...
 def iso(value: datetime | None) -> str | None:
     """ISO 8601 in UTC (SQLite hands back naive datetimes; they are UTC)."""
     if value is None:
@@ -112,30 +145,31 @@ def gflops(flop: float, latency_us: float | None) -> float | None:
     return flop / (latency_us * 1e-6) / 1e9
 
 
-def target_json(row: TargetRow) -> dict[str, Any]:
-    """A target as the API shows it."""
+def target_json(target: Target) -> dict[str, Any]:
+    """A target as the API shows it (`service.api.models.TargetOut`)."""
     return {
-        "key": row.key,
-        "label": row.label,
-        "kind": row.kind,
-        "canonical": json.loads(row.canonical_json),
-        "fingerprint": row.fingerprint,
+        "key": target.key,
+        "label": target.label,
+        "kind": target.kind,
+        "canonical": json.loads(target.canonical_json),
+        "fingerprint": target.fingerprint,
     }
 
 
-def workload_json(row: WorkloadRow) -> dict[str, Any]:
-    """A workload as the API shows it."""
+def workload_json(workload: WorkloadInfo) -> dict[str, Any]:
+    """A workload as the API shows it (`service.api.models.WorkloadOut`)."""
     return {
-        "id": row.id,
-        "structural_hash": row.shash,
-        "operator": row.operator,
-        "params": row.params,
-        "flop": row.flop,
+        "id": workload.id,
+        "structural_hash": workload.shash,
+        "operator": workload.operator,
+        "params": workload.params,
+        "flop": workload.flop,
     }
 
 
-def job_json(job: JobRow, workload: WorkloadRow, target: TargetRow) -> dict[str, Any]:
-    """A job as the API shows it."""
+def job_json(job: Job, workload: WorkloadInfo, target: Target) -> dict[str, Any]:
+    """A job as the API shows it (`service.api.models.JobOut`); ``waiting_for`` is None here
+    (`service.api.views.job_view` fills it in for a queued job)."""
     return {
         "id": job.id,
         "state": job.state,
@@ -169,47 +203,63 @@ def job_json(job: JobRow, workload: WorkloadRow, target: TargetRow) -> dict[str,
 
 
 def schedule_json(
-    row: ScheduleRow,
-    workload: WorkloadRow,
-    target: TargetRow,
-    artifact: Any,
-    record: Any,
-    detail: bool,
+    schedule: ScheduleInfo,
+    workload: WorkloadInfo,
+    target: Target,
+    artifact: Artifact,
+    record: RecordTrace | Record | None = None,
 ) -> dict[str, Any]:
-    """A schedule as the API shows it; ``detail`` adds the trace and the scheduled TIR."""
-    body = {
-        "id": row.id,
+    """A schedule as lists show it (`service.api.models.ScheduleOut`); ``tvm_version`` is the
+    ``record``'s (None without one)."""
+    return {
+        "id": schedule.id,
         "workload": workload_json(workload),
         "target": target_json(target),
-        "latency_us": row.latency_us,
-        "untuned_latency_us": row.untuned_latency_us,
-        "gflops": gflops(workload.flop, row.latency_us),
-        "speedup_vs_untuned": row.untuned_latency_us / row.latency_us,
-        "trials": row.trials,
-        "max_abs_error": row.max_abs_error,
-        "record_id": row.record_id,
+        "latency_us": schedule.latency_us,
+        "untuned_latency_us": schedule.untuned_latency_us,
+        "gflops": gflops(workload.flop, schedule.latency_us),
+        "speedup_vs_untuned": schedule.untuned_latency_us / schedule.latency_us,
+        "trials": schedule.trials,
+        "max_abs_error": schedule.max_abs_error,
+        "record_id": schedule.record_id,
         # True when no tuned candidate beat the plain (unscheduled) function: it is served.
-        "plain_function": row.record_id is None,
+        "plain_function": schedule.record_id is None,
         "tvm_version": record.tvm_version if record else None,
         # The space that found it, and how to call its artifact: with packed_params, call each
         # pack function once on that weight, then "entry" per inference ("main" also works with
         # the weights as they are, packing inside every call).
-        "space": row.space,
-        "packed_params": row.packed_params or [],
-        "entry": "main_packed" if row.packed_params else "main",
+        "space": schedule.space,
+        "packed_params": schedule.packed_params or [],
+        "entry": "main_packed" if schedule.packed_params else "main",
         # What the schedule is keyed by: it is only ever served for this exact triple.
-        "key": {"workload": workload.shash, "target": target.key, "tvm_series": row.tvm_series},
-        "job_id": row.job_id,
-        "created_at": iso(row.created_at),
-        "updated_at": iso(row.updated_at),
+        "key": {
+            "workload": workload.shash,
+            "target": target.key,
+            "tvm_series": schedule.tvm_series,
+        },
+        "job_id": schedule.job_id,
+        "created_at": iso(schedule.created_at),
+        "updated_at": iso(schedule.updated_at),
         "artifact": {
             "sha256": artifact.sha256,
             "size": artifact.size,
             "kind": artifact.kind,
-            "url": f"/api/v1/schedules/{row.id}/artifact",
+            "url": f"/api/v1/schedules/{schedule.id}/artifact",
         },
     }
-    if detail:
-        body["trace"] = json.loads(record.trace_json) if record else [[], []]
-        body["tir"] = row.tir
+
+
+def schedule_detail_json(
+    schedule: Schedule,
+    workload: WorkloadInfo,
+    target: Target,
+    artifact: Artifact,
+    record: RecordTrace | Record | None,
+) -> dict[str, Any]:
+    """One schedule (`service.api.models.ScheduleDetail`): `schedule_json` with the record's
+    trace (``[[], []]`` without a record) and the scheduled TIR. ``GET /schedules/{id}`` writes
+    the same JSON without parsing the trace (`service.api.views.schedule_detail_bytes`)."""
+    body = schedule_json(schedule, workload, target, artifact, record)
+    body["trace"] = json.loads(record.trace_json) if record else [[], []]
+    body["tir"] = schedule.tir
     return body

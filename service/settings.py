@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
+from typing import Any
 
 ENV_PREFIX = "TUNEHUB_"
 TRUE_WORDS, FALSE_WORDS = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
@@ -57,7 +58,7 @@ class Settings:
     def from_env(cls, **overrides: object) -> Settings:
         """Settings from ``TUNEHUB_*`` variables, then explicit ``overrides`` (flags) on top."""
         env = os.environ
-        values: dict[str, object] = {}
+        values: dict[str, Any] = {}  # each field's own type
         for name, kind in (
             ("data_dir", Path),
             ("database_url", str),

@@ -26,6 +26,7 @@ from typing import Any
 from fastapi import HTTPException, Request, Response
 from fastapi.routing import APIRoute
 from starlette.concurrency import run_in_threadpool
+from starlette.types import Receive, Scope
 
 from service.auth import access_rules
 
@@ -127,17 +128,24 @@ def check_query(request: Request) -> None:
             raise InputRejected(("query", name[:64]), reason, "string_unicode")
 
 
+_NOT_PARSED = object()
+
+
 class StrictJsonRequest(Request):
-    """A request whose ``json()`` is `strict_loads`."""
+    """A request whose ``json()`` is `strict_loads`, parsed once (the body is read once)."""
+
+    def __init__(self, scope: Scope, receive: Receive) -> None:
+        super().__init__(scope, receive)
+        self._strict_json: Any = _NOT_PARSED
 
     async def json(self) -> Any:
-        if not hasattr(self, "_json"):
+        if self._strict_json is _NOT_PARSED:
             body = await self.body()
             if len(body) >= THREAD_PARSE_BYTES:
-                self._json = await run_in_threadpool(strict_loads, body)
+                self._strict_json = await run_in_threadpool(strict_loads, body)
             else:
-                self._json = strict_loads(body)
-        return self._json
+                self._strict_json = strict_loads(body)
+        return self._strict_json
 
 
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})

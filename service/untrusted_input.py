@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 from service.errors import invalid
 from service.quotas import too_many
@@ -17,7 +18,7 @@ from tuning.sandbox import SandboxBusy, SandboxUnavailable, holding_slot
 from tuning.sandbox.user_tir import ParsedTir, TirRejected, parse_untrusted
 
 # What a route that parses user code may answer besides its own statuses (429 is auth's).
-ISOLATION_RESPONSES: dict[int | str, dict] = {
+ISOLATION_RESPONSES: dict[int | str, dict[str, Any]] = {
     503: refusal_schema("User code cannot be isolated on this host: refused, never parsed")
 }
 

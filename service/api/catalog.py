@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 
+from service.api.deps import SettingsDep, StoreDep
+from service.api.models import OperatorOut, TargetsOut
+from service.api.views import live_target_ids
 from service.auth import AnyReader
 from service.schemas import target_json
 from service.strict_input import StrictRoute
@@ -17,7 +19,7 @@ from tuning.hardware.targets import HOST, resolve_target
 router = APIRouter(tags=["catalog"], route_class=StrictRoute)
 
 
-@router.get("/operators")
+@router.get("/operators", response_model=list[OperatorOut])
 def operators(who: AnyReader) -> list[dict[str, Any]]:
     """Every catalog operator with its parameter schema and an example job body."""
     return [
@@ -37,14 +39,12 @@ def operators(who: AnyReader) -> list[dict[str, Any]]:
     ]
 
 
-@router.get("/targets")
-def targets(request: Request, who: AnyReader) -> dict[str, Any]:
+@router.get("/targets", response_model=TargetsOut)
+def targets(who: AnyReader, store: StoreDep, settings: SettingsDep) -> dict[str, Any]:
     """The target "host" resolves to here, and every target the store knows (by key and
     readable label, either of which a job may name), with ``served``: a live worker has it."""
     host = resolve_target(HOST)
-    store = request.app.state.store
-    stale_after = timedelta(seconds=request.app.state.settings.stale_after_s)
-    live = store.fleet.live_target_ids(stale_after)
+    live = live_target_ids(store, settings)
     return {
         "host": {"canonical": host.canonical, "label": host.label},
         "targets": [

@@ -4,20 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 
 from schedules_db.tokens import SCOPES
+from service.api.deps import SettingsDep
+from service.api.models import MeOut
 from service.auth import Reader
 from service.schemas import iso
 
 router = APIRouter(tags=["auth"])
 
 
-@router.get("/me")
-def me(who: Reader, request: Request) -> dict[str, Any]:
+@router.get("/me", response_model=MeOut)
+def me(who: Reader, settings: SettingsDep) -> dict[str, Any]:
     """The identity, its scopes (``granted`` on the token, ``scopes`` with what they imply),
     the token's id and expiry, and the limits that apply to it."""
-    settings = request.app.state.settings
     token = who.token
     return {
         "identity": who.name,

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query
 
-from service.api.schedules import render
+from service.api.deps import StoreDep
+from service.api.models import WorkloadDetail, WorkloadOut
+from service.api.views import present, schedule_view
 from service.auth import AnyReader
 from service.errors import not_found, responses
 from service.schemas import RowId, target_json, workload_json
@@ -15,29 +17,26 @@ from service.strict_input import StrictRoute
 router = APIRouter(prefix="/workloads", tags=["workloads"], route_class=StrictRoute)
 
 
-@router.get("")
+@router.get("", response_model=list[WorkloadOut])
 def list_workloads(
-    request: Request,
     who: AnyReader,
+    store: StoreDep,
     operator: str | None = Query(default=None),
     limit: int = Query(default=100, ge=1, le=1000),
 ) -> list[dict[str, Any]]:
     """Workloads (by structural hash), newest first."""
-    return [
-        workload_json(w) for w in request.app.state.store.catalog.list_workloads(operator, limit)
-    ]
+    return [workload_json(w) for w in store.catalog.list_workloads(operator, limit)]
 
 
-@router.get("/{workload_id}", responses=responses(404))
-def get_workload(workload_id: RowId, request: Request, who: AnyReader) -> dict[str, Any]:
+@router.get("/{workload_id}", response_model=WorkloadDetail, responses=responses(404))
+def get_workload(workload_id: RowId, who: AnyReader, store: StoreDep) -> dict[str, Any]:
     """One workload and, per target it was measured on, the stored records and the verified best
     (fastest first; targets without a verified best last)."""
-    store = request.app.state.store
     workload = store.catalog.get_workload(workload_id)
     if workload is None:
         raise not_found("workload", workload_id)
     stats = store.records.stats_by_target(workload_id)
-    targets = []
+    targets: list[dict[str, Any]] = []
     for target_id in set(stats) | {
         s.target_id for s in store.schedules.list_schedules(workload_id=workload_id)
     }:
@@ -45,10 +44,10 @@ def get_workload(workload_id: RowId, request: Request, who: AnyReader) -> dict[s
         records, fastest = stats.get(target_id, (0, None))
         targets.append(
             {
-                "target": target_json(store.catalog.get_target(target_id)),
+                "target": target_json(present(store.catalog.get_target(target_id), "target")),
                 "records": records,
                 "fastest_measured_us": fastest,
-                "best": render(request, best, detail=False) if best else None,
+                "best": schedule_view(store, best) if best else None,
             }
         )
     targets.sort(key=lambda t: (t["best"] is None, t["best"]["latency_us"] if t["best"] else 0))

@@ -11,7 +11,7 @@ import pytest
 
 from schedules_db import Store, make_engine, upgrade_schema
 from service.app import create_app
-from service.schemas import job_json, schedule_json
+from service.schemas import job_json, schedule_detail_json, schedule_json
 from service.settings import Settings
 from tests.conftest import ServerThread
 from tests.schedules_db.published import publish
@@ -39,17 +39,18 @@ def api(store_url: str, tmp_path: Path) -> Iterator[tuple[httpx.Client, Store, d
 
 
 def _as_before(store: Store, schedule_id: int, detail: bool) -> dict:
-    """What the route answered when it rendered the store's ORM rows."""
+    """What the route answered when it rendered the store's values one getter at a time."""
     row = store.schedules.get(schedule_id)
-    record = store.records.get(row.record_id) if detail else None
-    return schedule_json(
+    parts = (
         row,
         store.catalog.get_workload(row.workload_id),
         store.catalog.get_target(row.target_id),
         store.schedules.get_artifact(row.artifact_id),
-        record,
-        detail,
     )
+    if detail:
+        record = store.records.get(row.record_id) if row.record_id is not None else None
+        return schedule_detail_json(*parts, record)
+    return schedule_json(*parts)
 
 
 def test_a_schedule_is_what_its_rows_say_and_its_etag_answers_304(api: tuple) -> None:

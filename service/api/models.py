@@ -1,0 +1,294 @@
+"""The response bodies of the API, as pydantic models: what ``/openapi.json`` documents.
+
+Each model declares its fields in the order the route answers them, so FastAPI's serialisation
+through the model keeps every key, its order and its value (tests/service/test_response_models.py
+pins each model to the builder in `service.schemas` it documents). Two conventions keep values
+exactly as they were before the models existed:
+
+* timestamps stay the strings `service.schemas.iso` writes (`Timestamp`: documented as
+  ``date-time``; a ``datetime`` field would re-format them);
+* a setting that may be an integer or a float is a `Number` (a ``float`` field would turn ``0``
+  into ``0.0``).
+
+The hot read routes (``GET /jobs/{id}``, ``GET /schedules``, ``GET /schedules/{id}``) answer
+pre-serialised JSON (`service.fast_json`): their models document them, FastAPI does not
+re-validate a returned `Response`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Field, WithJsonSchema
+
+from schedules_db.values import JobState
+
+Timestamp = Annotated[str, WithJsonSchema({"type": "string", "format": "date-time"})]
+Number = Annotated[int | float, WithJsonSchema({"type": "number"})]
+
+
+class TargetOut(BaseModel):
+    """A target: its key (hash of the canonical JSON), label, kind and the hosts' fingerprint."""
+
+    key: str
+    label: str
+    kind: str
+    canonical: dict[str, Any] = Field(description="the canonical TVM target JSON")
+    fingerprint: dict[str, Any]
+
+
+class ServedTarget(TargetOut):
+    """A target of ``GET /targets``, with whether a live worker serves it."""
+
+    served: bool
+
+
+class HostTarget(BaseModel):
+    """The target "host" resolves to on the API's machine."""
+
+    canonical: dict[str, Any]
+    label: str
+
+
+class TargetsOut(BaseModel):
+    """``GET /targets``."""
+
+    host: HostTarget
+    targets: list[ServedTarget]
+
+
+class TargetRef(BaseModel):
+    """A target by id, label and key."""
+
+    id: int
+    label: str
+    key: str
+
+
+class WorkloadOut(BaseModel):
+    """A workload: a catalog operator with parameters, or raw TIR (``operator`` null)."""
+
+    id: int
+    structural_hash: str
+    operator: str | None
+    params: dict[str, Any]
+    flop: float
+
+
+class JobOperator(BaseModel):
+    """The operator of a job's workload (both null/empty for raw TIR)."""
+
+    name: str | None
+    params: dict[str, Any]
+
+
+class JobProgress(BaseModel):
+    """How far a job's search got."""
+
+    trials_done: int
+    best_latency_us: float | None
+    best_gflops: float | None
+
+
+class JobOut(BaseModel):
+    """A job as ``/jobs`` routes show it (and each server-sent event's data)."""
+
+    id: int
+    state: JobState
+    operator: JobOperator
+    workload: WorkloadOut
+    target: TargetOut
+    trials: int
+    queue: str
+    progress: JobProgress
+    cache_hit: bool
+    schedule_id: int | None
+    attempt: int
+    worker: str | None
+    cancel_requested: bool
+    error: str | None
+    submitted_by: str | None
+    priority: int
+    transfer_cost_model: bool
+    cost_model: str | None
+    space: str
+    waiting_for: str | None = Field(
+        description="queued jobs only (null otherwise): whether a live worker serves the target"
+    )
+    created_at: Timestamp
+    started_at: Timestamp | None
+    finished_at: Timestamp | None
+    heartbeat_at: Timestamp | None
+
+
+class ScheduleKey(BaseModel):
+    """What a schedule is keyed by: it is only served for this exact triple."""
+
+    workload: str = Field(description="the workload's structural hash")
+    target: str = Field(description="the target's key")
+    tvm_series: str
+
+
+class ArtifactRef(BaseModel):
+    """A schedule's compiled library and where to download it."""
+
+    sha256: str
+    size: int
+    kind: str
+    url: str
+
+
+class ScheduleOut(BaseModel):
+    """A verified best schedule, as lists show it."""
+
+    id: int
+    workload: WorkloadOut
+    target: TargetOut
+    latency_us: float
+    untuned_latency_us: float
+    gflops: float | None
+    speedup_vs_untuned: float
+    trials: int
+    max_abs_error: float
+    record_id: int | None
+    plain_function: bool = Field(description="no tuned candidate beat the plain function")
+    tvm_version: str | None = Field(description="the record's TVM version (detail only)")
+    space: str
+    packed_params: list[dict[str, Any]] = Field(
+        description="weights to pack once (each with its pack function) before calling `entry`"
+    )
+    entry: Literal["main", "main_packed"]
+    key: ScheduleKey
+    job_id: int | None
+    created_at: Timestamp
+    updated_at: Timestamp
+    artifact: ArtifactRef
+
+
+class ScheduleDetail(ScheduleOut):
+    """One schedule: with its MetaSchedule trace and the scheduled TIR."""
+
+    trace: list[Any] = Field(description="the MetaSchedule trace as JSON ([[], []]: none)")
+    tir: str
+
+
+class WorkloadTarget(BaseModel):
+    """A workload on one target: records measured and the verified best (if any)."""
+
+    target: TargetOut
+    records: int
+    fastest_measured_us: float | None
+    best: ScheduleOut | None
+
+
+class WorkloadDetail(WorkloadOut):
+    """One workload with its results per target (fastest first; without a best last)."""
+
+    targets: list[WorkloadTarget]
+
+
+class JobExample(BaseModel):
+    """A job body for an operator (``POST /jobs``)."""
+
+    operator: JobOperator
+    target: str
+    trials: int
+
+
+class OperatorOut(BaseModel):
+    """A catalog operator: parameter schema, dtypes and an example job body."""
+
+    name: str
+    description: str
+    params_schema: dict[str, Any] = Field(description="JSON schema of the operator's params")
+    dtypes: list[str]
+    tolerance: str
+    example: JobExample
+
+
+class WorkerOut(BaseModel):
+    """A registered worker: ``live``, ``stale`` (silent past the stale limit) or ``stopped``."""
+
+    name: str
+    hostname: str
+    pid: int
+    status: Literal["live", "stale", "stopped"]
+    targets: list[TargetRef]
+    fingerprint: dict[str, Any]
+    rpc: dict[str, Any] | None
+    current_job_id: int | None
+    started_at: Timestamp
+    heartbeat_at: Timestamp
+    heartbeat_age_s: float
+    stopped_at: Timestamp | None
+
+
+class Limits(BaseModel):
+    """The limits that apply to an identity (0: off)."""
+
+    write_rate_per_s: Number
+    write_burst: int
+    max_active_jobs: int
+    max_trials: int
+
+
+class MeOut(BaseModel):
+    """``GET /me``: the identity, its scopes, its token and its limits."""
+
+    identity: str
+    auth: bool
+    token_id: int | None
+    granted: list[str]
+    scopes: list[str]
+    expires_at: Timestamp | None
+    limits: Limits
+
+
+class ExportTarget(BaseModel):
+    """The exported target."""
+
+    key: str
+    label: str
+    canonical: dict[str, Any]
+
+
+class ExportOut(BaseModel):
+    """A target's successful records as the two files of a MetaSchedule JSON database."""
+
+    target: ExportTarget
+    tvm_series: str | None
+    workloads: int
+    records: int
+    workload_file: str = Field(alias="database_workload.json")
+    record_file: str = Field(alias="database_tuning_record.json")
+
+
+class ImportTarget(BaseModel):
+    """The target a database was imported for."""
+
+    key: str
+    label: str
+
+
+class ImportedJob(BaseModel):
+    """A verification job of an imported workload (new, or one already pending)."""
+
+    id: int
+    workload_id: int
+    state: JobState
+
+
+class ImportOut(BaseModel):
+    """What an import stored and the jobs that verify it."""
+
+    target: ImportTarget
+    workloads: int
+    records_added: int
+    records_known: int
+    jobs: list[ImportedJob]
+
+
+class Health(BaseModel):
+    """``GET /healthz``."""
+
+    status: Literal["ok"]

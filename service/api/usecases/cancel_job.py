@@ -1,0 +1,37 @@
+"""Cancelling a job: at once when it is queued, after the current batch when it runs."""
+
+from __future__ import annotations
+
+from schedules_db import Store
+from schedules_db.tokens import ADMIN
+from schedules_db.values import Job, JobState
+from service.auth import Identity, forbidden
+from service.errors import not_found
+from service.queue import JobQueue
+
+
+def cancel_job(store: Store, queue: JobQueue, who: Identity, job_id: int) -> Job:
+    """Cancel job ``job_id`` for ``who`` and return it as it is now.
+
+    A queued job becomes ``cancelled`` (its message is also revoked, as a best effort, where the
+    broker can broadcast); a running one gets ``cancel_requested``, read by its worker after
+    every batch (works on every broker); a final one is unchanged. 404 for an unknown job; 403
+    unless ``who`` submitted it or is an admin.
+    """
+    before = store.jobs.get(job_id)
+    if before is None:
+        raise not_found("job", job_id)
+    if not who.owns(before.submitted_by):
+        raise forbidden(
+            ADMIN,
+            ("path", "job_id"),
+            f"job {job_id} was submitted by {before.submitted_by}; only they or an admin may "
+            "cancel it",
+            "not_owner",
+        )
+    job = store.jobs.request_cancel(job_id)
+    if job is None:
+        raise not_found("job", job_id)
+    if before.state == JobState.QUEUED.value and job.state == JobState.CANCELLED.value:
+        queue.revoke(job.task_id)
+    return job

@@ -1,0 +1,150 @@
+"""Importing a MetaSchedule JSON database for a target: its workloads and records are stored
+(the modules parsed only in the limited child processes of `tuning.sandbox.user_tir`), and one
+job is queued per workload whose budget the imported records already cover: the target's
+worker then skips the search and verifies the best against the reference before it can be
+served."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from typing import Any
+
+from schedules_db import Store
+from schedules_db.values import JobState, NewRecord
+from service.api.usecases.dispatch import dispatch_or_defer
+from service.api.usecases.targets import record_target, resolve_job_target
+from service.auth import Identity, check_target
+from service.errors import invalid
+from service.queue import JobQueue, queue_name
+from service.schemas import ImportBody
+from service.untrusted_input import isolated_parser
+from tuning.publish.interchange import (
+    RECORD_FILE,
+    WORKLOAD_FILE,
+    InterchangeError,
+    RecordLine,
+    decode_record_line,
+    decode_workload_line,
+    split_lines,
+)
+from tuning.sandbox.user_tir import ParsedTir, TirRejected, check_stored, parse_untrusted
+from tuning.search.traces import run_failed
+
+MAX_WORKLOADS = 64  # each is parsed, re-derived and replayed in isolated children (~5 s)
+MAX_RECORDS = 200_000
+
+
+def import_database(
+    store: Store, queue: JobQueue, who: Identity, body: ImportBody
+) -> dict[str, Any]:
+    """Store the database's workloads and records for its target and queue the verification of
+    each workload's best; returns what was stored (`service.api.models.ImportOut`).
+
+    Refusals: a target tunehub refuses, or one no worker registered without ``admin`` (422);
+    0 or more than `MAX_WORKLOADS` workloads, more than `MAX_RECORDS` records, or any bad line
+    (a 422 naming the file and line; nothing is written then); no isolated parser free or
+    available (429/503).
+    """
+    import tvm  # here, not at module level: the API process loads TVM on first use
+
+    target = resolve_job_target(body.target, store)
+    check_target(who, target.canonical, store)
+    parsed, records = _checked_database(body, who.limit_key)
+
+    stored_target = record_target(store, body.target, target)
+    workload_ids = [
+        store.catalog.get_or_create_workload(p.shash, p.mod_json, None, {}, p.flop).id
+        for p in parsed
+    ]
+    added = 0
+    for record in records:
+        added += store.records.add(
+            workload_ids[record.workload_index],
+            stored_target.id,
+            None,
+            NewRecord(
+                trace_json=json.dumps(record.trace),
+                run_secs=record.run_secs,
+                args_info=record.args_info,
+                tvm_version=tvm.__version__,  # proven (or not) by the verification job
+                unverified=True,
+                failed=run_failed(record.run_secs),
+            ),
+        )
+    jobs = []
+    for workload_id in dict.fromkeys(workload_ids):
+        measured = store.records.count(stored_target.id, workload_id)
+        pending = store.jobs.unfinished(workload_id, stored_target.id)
+        if not measured or pending is not None:  # a job that will see these records exists
+            if pending is not None:
+                jobs.append({"id": pending.id, "workload_id": workload_id, "state": pending.state})
+            continue
+        job = store.jobs.create(
+            workload_id, stored_target.id, measured, queue_name(stored_target.key), who.name
+        )
+        if job.state == JobState.QUEUED.value:
+            dispatch_or_defer(store, queue, job)
+        jobs.append({"id": job.id, "workload_id": workload_id, "state": job.state})
+    return {
+        "target": {"key": stored_target.key, "label": stored_target.label},
+        "workloads": len(set(workload_ids)),
+        "records_added": added,
+        "records_known": len(records) - added,
+        "jobs": jobs,
+    }
+
+
+def _checked_database(body: ImportBody, who: str) -> tuple[list[ParsedTir], list[RecordLine]]:
+    """Every workload of the database parsed and re-derived in isolation (one parser slot for
+    the whole database) with the records replayed on it, and the records; a 422 at the file
+    of the first bad line."""
+    workload_lines = split_lines(body.workloads)
+    record_lines = split_lines(body.records)
+    if not workload_lines or len(workload_lines) > MAX_WORKLOADS:
+        raise invalid(
+            ("body", WORKLOAD_FILE),
+            f"expected 1 to {MAX_WORKLOADS} workloads, got {len(workload_lines)}",
+            "invalid_database",
+        )
+    if len(record_lines) > MAX_RECORDS:
+        raise invalid(("body", RECORD_FILE), f"more than {MAX_RECORDS} records", "invalid_database")
+    try:
+        records = [decode_record_line(line, n, len(workload_lines)) for n, line in record_lines]
+        by_workload: dict[int, list[tuple[int, RecordLine]]] = defaultdict(list)
+        for (number, _), record in zip(record_lines, records, strict=True):
+            by_workload[record.workload_index].append((number, record))
+        with isolated_parser(who):
+            parsed = [
+                _checked_workload(n, line, by_workload[index])
+                for index, (n, line) in enumerate(workload_lines)
+            ]
+    except InterchangeError as err:
+        field = RECORD_FILE if str(err).startswith(RECORD_FILE) else WORKLOAD_FILE
+        raise invalid(("body", field), str(err), "invalid_database") from None
+    return parsed, records
+
+
+def _checked_workload(number: int, line: str, records: list[tuple[int, RecordLine]]) -> ParsedTir:
+    """A workload line parsed and re-derived in isolation, and its records' traces replayed on
+    it in another isolated child (a trace that crashes TVM kills that child only)."""
+    _, mod_json = decode_workload_line(line, number)
+    try:
+        workload = parse_untrusted("json", mod_json)
+    except TirRejected as err:
+        raise InterchangeError(f"{WORKLOAD_FILE} line {number}: {err}") from None
+    if not records:
+        return workload
+    try:
+        bad = check_stored(workload.mod_json, workload.shash, [r.trace for _, r in records])
+    except TirRejected as err:
+        raise InterchangeError(
+            f"{RECORD_FILE} lines {records[0][0]}-{records[-1][0]}: replaying their traces "
+            f"on {WORKLOAD_FILE} line {number} failed: {err}"
+        ) from None
+    if bad:
+        raise InterchangeError(
+            f"{RECORD_FILE} line {records[bad[0]][0]}: its trace does not replay on "
+            f"{WORKLOAD_FILE} line {number}"
+        )
+    return workload

@@ -1,0 +1,86 @@
+"""How the routes show the store's values: a job with its workload, target and what it waits
+for; a schedule with its parts. Shared by the route modules and the use cases (route modules
+never import one another).
+
+Each view reads what it needs from the store and returns the JSON of `service.schemas` (whose
+shapes `service.api.models` documents).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from schedules_db import Store, lookups
+from schedules_db.values import Job, JobState, ScheduleInfo, Target, WorkloadInfo
+from service.fast_json import compact_json, with_raw_fields
+from service.schemas import job_json, schedule_json
+from service.settings import Settings
+
+T = TypeVar("T")
+
+
+class MissingRow(LookupError):
+    """A row another row points to is gone (the schema's foreign keys forbid it: a 500)."""
+
+
+def present(value: T | None, what: str) -> T:
+    """``value``, or `MissingRow` naming ``what`` when the store found nothing."""
+    if value is None:
+        raise MissingRow(f"{what} not found")
+    return value
+
+
+def live_target_ids(store: Store, settings: Settings) -> set[int]:
+    """The targets a live worker (one that heart-beat within the stale limit) serves."""
+    return store.fleet.live_target_ids(timedelta(seconds=settings.stale_after_s))
+
+
+def job_view(
+    store: Store, settings: Settings, job: Job, live: set[int] | None = None
+) -> dict[str, Any]:
+    """A job with its workload and target (see `job_with_parts`)."""
+    workload = present(store.catalog.get_workload(job.workload_id), f"workload {job.workload_id}")
+    target = present(store.catalog.get_target(job.target_id), f"target {job.target_id}")
+    return job_with_parts(store, settings, job, workload, target, live)
+
+
+def job_with_parts(
+    store: Store,
+    settings: Settings,
+    job: Job,
+    workload: WorkloadInfo,
+    target: Target,
+    live: set[int] | None = None,
+) -> dict[str, Any]:
+    """A job as JSON; a queued job says in ``waiting_for`` whether a live worker serves its
+    target (``live``: the served target ids, when the caller shows many jobs; else read here)."""
+    body = job_json(job, workload, target)
+    if job.state == JobState.QUEUED.value:
+        if live is None:
+            live = live_target_ids(store, settings)
+        if job.target_id not in live:
+            body["waiting_for"] = f"no live worker serves target {target.label} ({target.key})"
+        else:
+            body["waiting_for"] = "a free worker of this target"
+    return body
+
+
+def schedule_view(store: Store, schedule: ScheduleInfo) -> dict[str, Any]:
+    """A schedule as lists show it, its parts read from the store (no record: ``tvm_version``
+    is null, as in ``GET /schedules``)."""
+    return schedule_json(
+        schedule,
+        present(store.catalog.get_workload(schedule.workload_id), "workload"),
+        present(store.catalog.get_target(schedule.target_id), "target"),
+        present(store.schedules.get_artifact(schedule.artifact_id), "artifact"),
+    )
+
+
+def schedule_detail_bytes(parts: lookups.ScheduleDetail) -> bytes:
+    """A schedule as `service.schemas.schedule_detail_json` shows it, as JSON bytes: the stored
+    trace text goes in as it is (compacted once per text), not parsed and re-serialised."""
+    body = schedule_json(*parts)
+    trace = compact_json(parts.record.trace_json) if parts.record else "[[],[]]"
+    return with_raw_fields(body, {"trace": trace, "tir": json.dumps(parts.schedule.tir)})

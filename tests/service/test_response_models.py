@@ -1,0 +1,166 @@
+"""Every JSON route declares a pydantic response model and ``/openapi.json`` documents a body
+for each of its 2xx answers; the two other routes (the artifact, the event stream) declare
+their media types. Each model serialises what the builder it documents (`service.schemas`,
+`service.api.views`) returns without changing it: same keys, same order, same values (the hot
+read routes answer the builders' JSON without going through their models)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, get_args, get_origin
+
+import pytest
+from fastapi import FastAPI
+from fastapi.routing import APIRoute
+from pydantic import BaseModel, TypeAdapter
+
+from schedules_db import Store, lookups, make_engine, upgrade_schema
+from service.api import models
+from service.api.views import job_view, schedule_detail_bytes, schedule_view
+from service.app import create_app
+from service.schemas import (
+    ImportBody,
+    job_json,
+    schedule_detail_json,
+    schedule_json,
+    target_json,
+    workload_json,
+)
+from service.settings import Settings
+from tests.schedules_db.published import publish
+from tuning.publish.interchange import RECORD_FILE, WORKLOAD_FILE
+
+# The routes that answer something other than JSON, with the media type they declare.
+NOT_JSON = {
+    "GET /api/v1/schedules/{schedule_id}/artifact": "application/octet-stream",
+    "GET /api/v1/jobs/{job_id}/events": "text/event-stream",
+}
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory: pytest.TempPathFactory) -> FastAPI:
+    """The app, not started (its routes and OpenAPI document need no store)."""
+    return create_app(Settings(data_dir=tmp_path_factory.mktemp("models")), run_reaper=False)
+
+
+def api_routes(app: FastAPI) -> list[tuple[str, APIRoute]]:
+    """(``"METHOD path"``, route) of every API route the app serves."""
+    try:  # FastAPI >= 0.16x includes routers lazily: walk the effective routes
+        from fastapi.routing import iter_route_contexts
+    except ImportError:  # pragma: no cover - older FastAPI: app.routes is flat
+        contexts: Any = app.routes
+    else:
+        contexts = iter_route_contexts(app.routes)
+    found = []
+    for context in contexts:
+        route = getattr(context, "original_route", context)
+        if isinstance(route, APIRoute):
+            found += [(f"{method} {context.path}", route) for method in sorted(context.methods)]
+    return found
+
+
+def _is_model(annotation: Any) -> bool:
+    """A pydantic model, or a list of one."""
+    if get_origin(annotation) is list:
+        (annotation,) = get_args(annotation)
+    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
+
+
+def test_every_json_route_declares_a_response_model(app: FastAPI) -> None:
+    routes = api_routes(app)
+    assert len(routes) >= 17
+    without = [name for name, route in routes if name not in NOT_JSON and not _is_model(
+        route.response_model)]  # fmt: skip
+    assert not without, f"JSON routes without a pydantic response_model: {without}"
+    for name, route in routes:
+        if name in NOT_JSON:
+            assert route.response_model is None, name
+            assert list(route.responses[200]["content"]) == [NOT_JSON[name]], name
+
+
+def test_openapi_documents_a_body_for_every_success(app: FastAPI) -> None:
+    document = app.openapi()
+    undocumented = []
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            name = f"{method.upper()} {path}"
+            successes = {k: v for k, v in operation["responses"].items() if k.startswith("2")}
+            assert successes, name
+            for status, response in successes.items():
+                content = response.get("content", {})
+                if name in NOT_JSON:
+                    assert list(content) == [NOT_JSON[name]], (name, status)
+                    continue
+                schema = content.get("application/json", {}).get("schema", {})
+                target = schema.get("items", schema)
+                if list(content) != ["application/json"] or "$ref" not in target:
+                    undocumented.append(f"{name} {status}: {content}")
+    assert not undocumented, "2xx answers without a response schema:\n" + "\n".join(undocumented)
+    names = {f"{m.upper()} {p}" for p, ops in document["paths"].items() for m in ops}
+    assert set(NOT_JSON) <= names
+
+
+# ---------------------------------------------------------------- models vs. builders
+def _through(model: Any, body: Any) -> str:
+    """``body`` validated and serialised by ``model`` as FastAPI does it (by alias), as JSON
+    text re-written by ``json`` (so that only keys, order and values are compared)."""
+    adapter: TypeAdapter[Any] = TypeAdapter(model)
+    return json.dumps(json.loads(adapter.dump_json(adapter.validate_python(body), by_alias=True)))
+
+
+def _same(model: Any, body: Any) -> None:
+    assert _through(model, body) == json.dumps(body)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    engine = make_engine(f"sqlite:///{tmp_path / 'store.db'}")
+    upgrade_schema(engine)
+    return Store(engine, tvm_series="0.27")
+
+
+def test_each_model_keeps_its_builders_json_as_it_is(store: Store, tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path)
+    schedule_id, job_id = publish(store, "matmul", 8)
+    schedule = store.schedules.get(schedule_id)
+    assert schedule is not None and schedule.record_id is not None
+    workload = store.catalog.get_workload(schedule.workload_id)
+    target = store.catalog.get_target(schedule.target_id)
+    artifact = store.schedules.get_artifact(schedule.artifact_id)
+    record = store.records.get(schedule.record_id)
+    assert workload and target and artifact and record
+
+    _same(models.TargetOut, target_json(target))
+    _same(models.WorkloadOut, workload_json(workload))
+    parts = (schedule, workload, target, artifact)
+    _same(models.ScheduleOut, schedule_json(*parts))
+    _same(models.ScheduleOut, schedule_json(*parts, record))
+    _same(models.ScheduleOut, schedule_view(store, schedule))
+    _same(models.ScheduleDetail, schedule_detail_json(*parts, record))
+    _same(models.ScheduleDetail, schedule_detail_json(*parts, None))
+    detail = lookups.schedule(store, schedule_id)
+    assert detail is not None
+    hot = json.loads(schedule_detail_bytes(detail))
+    assert hot == schedule_detail_json(*parts, record)
+    _same(models.ScheduleDetail, hot)
+
+    done = store.jobs.get(job_id)
+    queued = store.jobs.create(workload.id, target.id, 10**4, "q", "tester")
+    assert done is not None
+    _same(models.JobOut, job_json(done, workload, target))
+    for live in (set(), {target.id}):
+        body = job_view(store, settings, queued, live)
+        assert body["waiting_for"]
+        _same(models.JobOut, body)
+
+
+def test_numbers_keep_their_type_and_aliases_their_names() -> None:
+    limits = {"write_rate_per_s": 0, "write_burst": 30, "max_active_jobs": 5, "max_trials": 9}
+    _same(models.Limits, limits)
+    _same(models.Limits, {**limits, "write_rate_per_s": 2.5})
+    export = {"target": {"key": "k", "label": "l", "canonical": {}}, "tvm_series": "0.27",
+              "workloads": 0, "records": 0, WORKLOAD_FILE: "", RECORD_FILE: ""}  # fmt: skip
+    _same(models.ExportOut, export)
+    aliases = {field.alias for field in ImportBody.model_fields.values()}
+    assert {WORKLOAD_FILE, RECORD_FILE} <= aliases
