@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from tuning.catalog import conv, elementwise, linalg, pool_norm
 from tuning.catalog.base import Operator, OpParams
 from tuning.catalog.matmul import Matmul
 
-REGISTRY: dict[str, Operator] = {}
+REGISTRY: dict[str, Operator[Any]] = {}
 
 
-def register(op: Operator) -> Operator:
+def register(op: Operator[Any]) -> Operator[Any]:
     """Add an operator to the catalog (names are unique)."""
     if op.name in REGISTRY:
         raise ValueError(f"operator {op.name!r} registered twice")
@@ -17,12 +19,12 @@ def register(op: Operator) -> Operator:
     return op
 
 
-def get_operator(name: str) -> Operator | None:
+def get_operator(name: str) -> Operator[Any] | None:
     """The operator of this name, or None."""
     return REGISTRY.get(name)
 
 
-def list_operators() -> list[Operator]:
+def list_operators() -> list[Operator[Any]]:
     """Every operator, sorted by name."""
     return [REGISTRY[name] for name in sorted(REGISTRY)]
 

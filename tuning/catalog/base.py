@@ -4,7 +4,7 @@ FLOP count. Adding an operator is one small module that subclasses `Operator` an
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -23,50 +23,52 @@ class OpParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class Operator(ABC):
-    """A catalog operator. Subclasses set `name`, `description`, `Params` and `example`."""
+P = TypeVar("P", bound=OpParams)
+
+
+class Operator(ABC, Generic[P]):
+    """A catalog operator with parameters of type ``P``. Subclasses set `name`, `description`,
+    `Params` (``P`` itself, or a subclass of it) and `example`."""
 
     name: ClassVar[str]
     description: ClassVar[str]
-    Params: ClassVar[type[OpParams]]
+    Params: type[P]  # a class attribute (a ClassVar cannot hold a type variable)
     example: ClassVar[dict[str, Any]]
     # Positions of the parameters that are constants in deployment (weights): the packed search
     # space may choose their memory layout (tuning.search.spaces). Empty: every operand is data.
     constant_operands: ClassVar[tuple[int, ...]] = ()
 
     @abstractmethod
-    def build(self, params: OpParams) -> Any:
+    def build(self, params: P) -> Any:
         """The operator as a TVM PrimFunc (inputs first, then the output)."""
 
     @abstractmethod
-    def reference(self, params: OpParams, inputs: list[np.ndarray]) -> np.ndarray:
+    def reference(self, params: P, inputs: list[np.ndarray]) -> np.ndarray:
         """The expected output for ``inputs``, computed with numpy in float64."""
 
     @abstractmethod
-    def flop(self, params: OpParams) -> float:
+    def flop(self, params: P) -> float:
         """Floating-point operations of one call (a multiply-add counts two)."""
 
-    def float32_tolerance(self, params: OpParams) -> tuple[float, float]:
+    def float32_tolerance(self, params: P) -> tuple[float, float]:
         """(rtol, atol) of the float32 kernel against the float64 reference."""
         return 1e-4, 1e-5
 
-    def result_dtype(self, params: OpParams) -> str:
+    def result_dtype(self, params: P) -> str:
         """The output's dtype (the storage dtype; contractions on int8 override it)."""
         return getattr(params, "dtype", "float32")
 
-    def tolerance(self, params: OpParams) -> tuple[float, float]:
+    def tolerance(self, params: P) -> tuple[float, float]:
         """(rtol, atol) for comparing the kernel's output with the reference, per dtype (see
         `tuning.catalog.dtypes`)."""
         return widen_tolerance(*self.float32_tolerance(params), self.result_dtype(params))
 
-    def make_inputs(
-        self, params: OpParams, func: Any, rng: np.random.Generator
-    ) -> list[np.ndarray]:
+    def make_inputs(self, params: P, func: Any, rng: np.random.Generator) -> list[np.ndarray]:
         """Random inputs matching the PrimFunc's input buffers (floats uniform in [-1, 1))."""
         return [random_operand(shape, dtype, rng) for shape, dtype in arg_specs(func)[:-1]]
 
     def case(
-        self, params: OpParams, func: Any, rng: np.random.Generator
+        self, params: P, func: Any, rng: np.random.Generator
     ) -> tuple[list[np.ndarray], np.ndarray]:
         """Inputs and the exact (float64) output expected from them; operators whose inputs
         are derived (folded BN) override this."""
@@ -74,7 +76,7 @@ class Operator(ABC):
         return inputs, self.reference(params, inputs)
 
     def make_case(
-        self, params: OpParams, func: Any, rng: np.random.Generator
+        self, params: P, func: Any, rng: np.random.Generator
     ) -> tuple[list[np.ndarray], np.ndarray]:
         """Inputs for a verification run and the output expected from them, rounded as the
         result dtype must round it."""

@@ -136,7 +136,7 @@ class FloatConv2dParams(Conv2dParams):
     dtype: Floats = "float32"
 
 
-class Conv2d(Operator):
+class Conv2d(Operator[Conv2dParams]):
     """2-D convolution; groups > 1 is a group convolution, R = S = 1 a 1×1 convolution."""
 
     name = "conv2d"
@@ -144,7 +144,7 @@ class Conv2d(Operator):
         "2-D convolution, NCHW (OIHW weights) or NHWC (HWIO); stride, padding, "
         "dilation, groups (group conv); R=S=1 is the 1x1 conv"
     )
-    Params = Conv2dParams
+    Params: type[Conv2dParams] = Conv2dParams  # a subclass may narrow it
     constant_operands = (1,)  # the kernel W (its subclasses' bias stays as it is)
     example = {
         "layout": "NCHW",
@@ -262,7 +262,7 @@ class Conv2dBnRelu(Conv2dBiasRelu):
     Params = FloatConv2dParams
 
     def case(
-        self, params: OpParams, func: Any, rng: np.random.Generator
+        self, params: Conv2dParams, func: Any, rng: np.random.Generator
     ) -> tuple[list[np.ndarray], np.ndarray]:
         """Random BN statistics, folded into the kernel's inputs; in float32 the expected output
         applies the unfolded BN after the convolution (checking the folding too). In float16 the
@@ -300,7 +300,7 @@ class DepthwiseParams(WindowParams):
         return self
 
 
-class DepthwiseConv2d(Operator):
+class DepthwiseConv2d(Operator[DepthwiseParams]):
     """Depthwise 2-D convolution (MobileNet)."""
 
     name = "depthwise_conv2d"
@@ -359,7 +359,7 @@ class Conv2dTransposeParams(WindowParams):
         return self
 
 
-class Conv2dTranspose(Operator):
+class Conv2dTranspose(Operator[Conv2dTransposeParams]):
     """Transposed convolution (deconvolution), NCHW."""
 
     name = "conv2d_transpose"
@@ -404,4 +404,10 @@ class Conv2dTranspose(Operator):
         return 1e-4, 1e-5 + 2e-7 * p.C * p.R * p.S
 
 
-OPERATORS = [Conv2d(), Conv2dBiasRelu(), Conv2dBnRelu(), DepthwiseConv2d(), Conv2dTranspose()]
+OPERATORS: list[Operator[Any]] = [
+    Conv2d(),
+    Conv2dBiasRelu(),
+    Conv2dBnRelu(),
+    DepthwiseConv2d(),
+    Conv2dTranspose(),
+]

@@ -52,7 +52,7 @@ class BinaryParams(UnaryParams):
         return self
 
 
-class _Binary(Operator):
+class _Binary(Operator[BinaryParams]):
     Params = BinaryParams
     example = {"shape": [1, 64, 56, 56], "rhs_shape": [64, 1, 1]}
     topi_name: str
@@ -92,7 +92,7 @@ class Mul(_Binary):
     numpy_fn = np.multiply
 
 
-class _Unary(Operator):
+class _Unary(Operator[UnaryParams]):
     Params = UnaryParams
     example = {"shape": [1, 64, 56, 56]}
     flop_per_element = 1.0
@@ -116,7 +116,9 @@ class _Unary(Operator):
     def flop(self, params: UnaryParams) -> float:
         return self.flop_per_element * _size(params.shape)
 
-    def make_inputs(self, params: OpParams, func: Any, rng: np.random.Generator) -> list:
+    def make_inputs(
+        self, params: UnaryParams, func: Any, rng: np.random.Generator
+    ) -> list[np.ndarray]:
         shape, dtype = arg_specs(func)[0]
         return [random_operand(shape, dtype, rng, low=self.low)]
 
@@ -172,7 +174,7 @@ class ScaleShiftParams(OpParams):
         return self
 
 
-class ScaleShift(Operator):
+class ScaleShift(Operator[ScaleShiftParams]):
     """Per-channel affine transform (a folded inference BatchNorm)."""
 
     name = "scale_shift"
@@ -199,4 +201,4 @@ class ScaleShift(Operator):
         return 2.0 * params.N * params.C * params.H * params.W
 
 
-OPERATORS = [Add(), Mul(), Exp(), Log(), Relu(), Sigmoid(), ScaleShift()]
+OPERATORS: list[Operator[Any]] = [Add(), Mul(), Exp(), Log(), Relu(), Sigmoid(), ScaleShift()]

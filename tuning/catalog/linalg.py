@@ -28,7 +28,7 @@ class BatchMatmulParams(OpParams):
         return self
 
 
-class BatchMatmul(Operator):
+class BatchMatmul(Operator[BatchMatmulParams]):
     """A batch of independent matrix products."""
 
     name = "batch_matmul"
@@ -81,7 +81,7 @@ class DenseParams(OpParams):
         return self
 
 
-class Dense(Operator):
+class Dense(Operator[DenseParams]):
     """A fully connected layer: X @ W^T (+ bias)."""
 
     name = "dense"
@@ -118,4 +118,4 @@ class Dense(Operator):
         return 1e-4, 1e-5 + 2e-7 * params.K
 
 
-OPERATORS = [BatchMatmul(), Dense()]
+OPERATORS: list[Operator[Any]] = [BatchMatmul(), Dense()]

@@ -28,7 +28,7 @@ class MatmulParams(OpParams):
         return self
 
 
-class Matmul(Operator):
+class Matmul(Operator[MatmulParams]):
     """Dense matrix product of two row-major matrices."""
 
     name = "matmul"

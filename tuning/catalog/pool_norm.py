@@ -34,8 +34,8 @@ class Pool2dParams(WindowParams):
         )
 
 
-class _Pool2d(Operator):
-    Params = Pool2dParams
+class _Pool2d(Operator[Pool2dParams]):
+    Params: type[Pool2dParams] = Pool2dParams  # a subclass may narrow it
     example = {
         "layout": "NCHW",
         "N": 1,
@@ -127,7 +127,7 @@ class GlobalPoolParams(OpParams):
     dtype: Floats = "float32"
 
 
-class GlobalPool(Operator):
+class GlobalPool(Operator[GlobalPoolParams]):
     """Global average or max pooling over the spatial dimensions."""
 
     name = "global_pool"
@@ -163,7 +163,7 @@ class BatchNormParams(OpParams):
     dtype: Floats = "float32"
 
 
-class BatchNorm(Operator):
+class BatchNorm(Operator[BatchNormParams]):
     """Inference BatchNorm: (x - mean) / sqrt(var + eps) * gamma + beta per channel."""
 
     name = "batch_norm"
@@ -189,7 +189,9 @@ class BatchNorm(Operator):
         )
         return te.create_prim_func([x, *(s for s, _ in stats), store_as(y, p.dtype)])
 
-    def make_inputs(self, params: OpParams, func: Any, rng: np.random.Generator) -> list:
+    def make_inputs(
+        self, params: BatchNormParams, func: Any, rng: np.random.Generator
+    ) -> list[np.ndarray]:
         x, gamma, beta, mean, var = super().make_inputs(params, func, rng)
         return [x, gamma, beta, mean, (np.abs(var) + 0.5).astype(var.dtype)]
 
@@ -222,7 +224,7 @@ class LayerNormParams(RowsParams):
     epsilon: Annotated[float, Field(gt=0, le=1e-1)] = 1e-5
 
 
-class LayerNorm(Operator):
+class LayerNorm(Operator[LayerNormParams]):
     """Layer normalisation over the last axis."""
 
     name = "layer_norm"
@@ -249,7 +251,7 @@ class LayerNorm(Operator):
         return 8.0 * p.rows * p.cols
 
 
-class Softmax(Operator):
+class Softmax(Operator[RowsParams]):
     """Softmax over the last axis."""
 
     name = "softmax"
@@ -272,4 +274,11 @@ class Softmax(Operator):
         return 5.0 * p.rows * p.cols
 
 
-OPERATORS = [MaxPool2d(), AvgPool2d(), GlobalPool(), BatchNorm(), LayerNorm(), Softmax()]
+OPERATORS: list[Operator[Any]] = [
+    MaxPool2d(),
+    AvgPool2d(),
+    GlobalPool(),
+    BatchNorm(),
+    LayerNorm(),
+    Softmax(),
+]

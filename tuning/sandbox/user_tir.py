@@ -84,14 +84,15 @@ def check_syntax(source: str) -> str:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             for index in range(node.lineno - 1, (node.end_lineno or node.lineno)):
                 lines[index] = ""
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Import, ast.ImportFrom)) and node not in tree.body:
-            raise TirRejected(f"import inside the function (line {node.lineno})")
-        name = getattr(node, "id", None) or getattr(node, "attr", None)
+    for found in ast.walk(tree):
+        line = getattr(found, "lineno", "?")
+        if isinstance(found, (ast.Import, ast.ImportFrom)) and found not in tree.body:
+            raise TirRejected(f"import inside the function (line {line})")
+        name = getattr(found, "id", None) or getattr(found, "attr", None)
         if isinstance(name, str) and "__" in name:
-            raise TirRejected(f"name {name!r} is not allowed (line {node.lineno})")
-        if isinstance(node, (ast.Lambda, ast.Global, ast.Nonlocal, ast.AsyncFunctionDef)):
-            raise TirRejected(f"{type(node).__name__} is not allowed (line {node.lineno})")
+            raise TirRejected(f"name {name!r} is not allowed (line {line})")
+        if isinstance(found, (ast.Lambda, ast.Global, ast.Nonlocal, ast.AsyncFunctionDef)):
+            raise TirRejected(f"{type(found).__name__} is not allowed (line {line})")
     _only_known_names(tree)
     return "\n".join(lines) + "\n"
 

@@ -93,8 +93,13 @@ def _progress_callback(progress: _Progress) -> Any:
         """Reports each batch after the default callbacks stored its records."""
 
         def apply(
-            self, task_scheduler, task_id, measure_candidates, builder_results, runner_results
-        ) -> None:  # noqa: ANN001 - signature fixed by TVM
+            self,
+            task_scheduler: Any,
+            task_id: int,
+            measure_candidates: list[Any],
+            builder_results: list[Any],
+            runner_results: list[Any],
+        ) -> None:
             progress.batch(list(runner_results))
 
     return ProgressCallback()
