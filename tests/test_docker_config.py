@@ -22,6 +22,7 @@ from service.settings import ENV_PREFIX, Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE = ROOT / "docker" / "compose.yaml"
+PYPROJECT = (ROOT / "pyproject.toml").read_text()
 # What the operator must export before `docker compose up` (see the compose file's header).
 OPERATOR_ENV = {"POSTGRES_PASSWORD": "pg-secret-1", "RABBITMQ_PASSWORD": "mq-secret-2"}
 VARIABLE = re.compile(r"\$\{(\w+)(?:(:?[-?])([^}]*))?\}")
@@ -88,7 +89,12 @@ def test_compose_services_use_real_settings_and_commands(monkeypatch) -> None:  
 
 def test_dockerfile_installs_the_packages_and_runs_the_cli() -> None:
     dockerfile = (ROOT / "docker" / "Dockerfile").read_text()
-    for package in ("service", "tuning", "schedules_db"):
+    # Every package the distribution ships (pyproject's packages.find include patterns).
+    find = re.search(r"\[tool\.setuptools\.packages\.find\]\ninclude = \[(.*)\]", PYPROJECT)
+    assert find is not None
+    packages = [name.strip(' "*') for name in find.group(1).split(",")]
+    assert {"service", "tuning", "schedules_db", "schedule_reads"} <= set(packages)
+    for package in packages:
         assert f"COPY {package} ./{package}" in dockerfile
     cmd = next(line for line in dockerfile.splitlines() if line.startswith("CMD "))
     argv = json.loads(cmd[4:])
