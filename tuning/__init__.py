@@ -3,4 +3,5 @@ workloads), `hardware` (targets, devices, threads, intrinsics), `search` (the sp
 cost model, the builder and the loop), `publish` (verification, packed layouts, artifacts,
 JSON database files) and `sandbox` (user input checked and parsed in isolation). `ir` holds the
 IRModule helpers they share. Imports neither `schedules_db` nor `service`, FastAPI or Celery:
-what the search needs from storage it gets through `tuning.search.storage`."""
+what the search needs from storage it gets through the protocols of `tuning.search.storage`,
+which the worker (`service.worker`) implements over the store."""

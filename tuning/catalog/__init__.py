@@ -1,4 +1,10 @@
-"""The operator catalog: a registry of `Operator` instances by name."""
+"""The operator catalog: every operator a job may name, registered here by name. `base` says
+what an operator is (a pydantic parameter model, a TE definition, a numpy reference, a FLOP
+count), `dtypes` the precisions they come in and how each is checked, one module per family
+holds the operators (`matmul`, `linalg`, `elementwise`, `conv`, `pool_norm`), and `workload`
+turns an operator with its parameters into the IRModule that is tuned and its identity (the
+structural hash). TVM is imported only when a kernel is built: the API lists and validates
+operators without it."""
 
 from __future__ import annotations
 
