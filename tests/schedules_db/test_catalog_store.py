@@ -1,0 +1,50 @@
+"""The catalog aggregate (targets and workloads), on SQLite and on PostgreSQL."""
+
+from __future__ import annotations
+
+from schedules_db.store import Store
+from schedules_db.values import Target, Workload
+
+
+def test_targets_and_workloads_are_created_once(store: Store) -> None:
+    t1 = store.catalog.get_or_create_target({"kind": "llvm", "mcpu": "a"}, "llvm", "a", {})
+    t2 = store.catalog.get_or_create_target({"mcpu": "a", "kind": "llvm"}, "llvm", "a", {})
+    t3 = store.catalog.get_or_create_target({"kind": "llvm", "mcpu": "b"}, "llvm", "b", {})
+    assert isinstance(t1, Target) and t1.id == t2.id != t3.id
+    assert t1.canonical_json == '{"kind":"llvm","mcpu":"a"}'
+    assert store.catalog.find_target(t1.key).id == t1.id
+    assert store.catalog.find_target("b").id == t3.id  # by label
+    assert store.catalog.find_target("nope") is None
+    assert store.catalog.get_target(t3.id).label == "b"
+    assert store.catalog.get_target(10**6) is None
+    assert [t.id for t in store.catalog.list_targets()] == [t1.id, t3.id]  # oldest first
+
+    w1 = store.catalog.get_or_create_workload("7", "{m}", "matmul", {"M": 2}, 1.0)
+    assert isinstance(w1, Workload) and (w1.mod_json, w1.params, w1.origin) == (
+        "{m}",
+        {"M": 2},
+        "catalog",
+    )
+    assert store.catalog.get_or_create_workload("7", "{}", "matmul", {}, 1.0).id == w1.id
+    assert store.catalog.get_workload(w1.id).mod_json == "{m}"
+    assert store.catalog.get_workload(10**6) is None
+    assert store.catalog.find_workload("8") is None
+
+
+def test_a_users_workload_is_keyed_apart_from_the_catalogs(store: Store) -> None:
+    catalog = store.catalog.get_or_create_workload("42", "{catalog}", "matmul", {"M": 1}, 2.0)
+    user = store.catalog.get_or_create_workload("42", "{user}", None, {}, 2.0)
+    assert user.id != catalog.id and (catalog.origin, user.origin) == ("catalog", "user")
+    assert store.catalog.get_or_create_workload("42", "{again}", None, {}, 2.0).id == user.id
+    assert store.catalog.get_workload(catalog.id).mod_json == "{catalog}"  # never taken over
+    assert store.catalog.find_workload("42").id == catalog.id
+
+
+def test_workloads_list_newest_first_and_by_operator(store: Store) -> None:
+    ids = [
+        store.catalog.get_or_create_workload(str(n), "{}", op, {}, 1.0).id
+        for n, op in enumerate(["matmul", "softmax", "matmul"])
+    ]
+    assert [w.id for w in store.catalog.list_workloads()] == ids[::-1]
+    assert [w.id for w in store.catalog.list_workloads("matmul")] == [ids[2], ids[0]]
+    assert [w.id for w in store.catalog.list_workloads(limit=1)] == [ids[2]]
