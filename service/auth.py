@@ -232,14 +232,17 @@ def route_table(app: FastAPI) -> list[tuple[str, str, list[Access]]]:
     try:  # FastAPI >= 0.16x includes routers lazily: walk the effective routes
         from fastapi.routing import iter_route_contexts
     except ImportError:  # pragma: no cover - older FastAPI: app.routes is flat
-        contexts: Any = app.routes
-    else:
-        contexts = iter_route_contexts(app.routes)
+        return [
+            (method, route.path, access_rules(route.dependant))
+            for route in app.routes
+            if isinstance(route, APIRoute)
+            for method in sorted(route.methods or ())
+        ]
     table = []
-    for route in contexts:
-        if isinstance(getattr(route, "original_route", route), APIRoute):
-            for method in sorted(route.methods):
-                table.append((method, route.path, access_rules(route.dependant)))
+    for context in iter_route_contexts(app.routes):
+        if isinstance(context.original_route, APIRoute):
+            for method in sorted(context.methods or ()):
+                table.append((method, str(context.path), access_rules(context.dependant)))
     return table
 
 
