@@ -39,6 +39,7 @@ from schedules_db.values import (
     ScheduleInfo,
     Target,
     WorkloadInfo,
+    adopt,
 )
 
 
@@ -156,11 +157,11 @@ def schedule(store: Store, schedule_id: int) -> ScheduleDetail | None:
         return None
     found, workload, target, artifact, record = rows[0]
     return ScheduleDetail(
-        Schedule(**found),
-        WorkloadInfo(**workload),
-        Target(**target),
-        Artifact(**artifact),
-        RecordTrace(**record) if record["id"] else None,
+        adopt(Schedule, found),
+        adopt(WorkloadInfo, workload),
+        adopt(Target, target),
+        adopt(Artifact, artifact),
+        adopt(RecordTrace, record) if record["id"] else None,
     )
 
 
@@ -185,8 +186,8 @@ def schedules(
         rows = _parts(conn.execute(query, {**params, "limit": limit}), "swta")
     return [
         ScheduleParts(
-            ScheduleInfo(**found), WorkloadInfo(**workload), Target(**target), Artifact(**artifact),
-            None,
+            adopt(ScheduleInfo, found), adopt(WorkloadInfo, workload), adopt(Target, target),
+            adopt(Artifact, artifact), None,
         )
         for found, workload, target, artifact in rows
     ]  # fmt: skip
@@ -199,7 +200,7 @@ def job(store: Store, job_id: int) -> JobParts | None:
     if not rows:
         return None
     found, workload, target = rows[0]
-    return JobParts(Job(**found), WorkloadInfo(**workload), Target(**target))
+    return JobParts(adopt(Job, found), adopt(WorkloadInfo, workload), adopt(Target, target))
 
 
 _ARTIFACT = (
@@ -213,4 +214,4 @@ def artifact(store: Store, schedule_id: int) -> Artifact | None:
     """The artifact of a schedule; None if there is no schedule."""
     with _connect(store) as conn:
         rows = _parts(conn.execute(_ARTIFACT, {"id": schedule_id}), "a")
-    return Artifact(**rows[0][0]) if rows else None
+    return adopt(Artifact, rows[0][0]) if rows else None

@@ -133,6 +133,11 @@ def test_what_the_store_returns_is_values(store: Store) -> None:
     assert seen == set(results)
     parts = lookups.schedule(store, schedule_id)
     assert parts is not None and isinstance(parts.schedule, values.Schedule)
+    # The joined reads build their values without __init__ (values.adopt): the same values.
+    for value in (*parts[:4], parts.record, *lookups.job(store, job_id)):
+        assert value == type(value)(**dataclasses.asdict(value))
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            value.id = 0
     listed = lookups.schedules(store)[0]
     assert (
         type(listed.schedule) is values.ScheduleInfo
