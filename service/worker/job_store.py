@@ -90,16 +90,24 @@ def checked_module(store: Store, workload: Workload, target_id: int) -> Any:
     return mod
 
 
+class LostOwnership(Exception):
+    """The job was reclaimed by another worker (this one stopped heart-beating for too long)."""
+
+    def __init__(self, job_id: int) -> None:
+        super().__init__(f"job {job_id} was reclaimed by another worker")
+
+
 class OwnedJob:
-    """The writes of the worker that owns a running job; each says whether it still owns it
-    (the store ignores a write of a worker that lost the job)."""
+    """The writes of the worker that owns a running job. The store ignores a write of a worker
+    that lost the job; `report_progress` and `publish` then raise `LostOwnership`."""
 
     def __init__(self, store: Store, job_id: int, worker: str) -> None:
         self.store, self.job_id, self.worker = store, job_id, worker
 
-    def report_progress(self, trials_done: int, best_us: float | None) -> bool:
-        """Write progress (with a heartbeat). False: another worker owns the job now."""
-        return self.store.jobs.update_progress(self.job_id, self.worker, trials_done, best_us)
+    def report_progress(self, trials_done: int, best_us: float | None) -> None:
+        """Write progress (with a heartbeat)."""
+        if not self.store.jobs.update_progress(self.job_id, self.worker, trials_done, best_us):
+            raise LostOwnership(self.job_id)
 
     def cancel_requested(self) -> bool:
         """True once someone asked to cancel the job."""
@@ -109,10 +117,13 @@ class OwnedJob:
         """Record the transferred cost model the search starts from."""
         self.store.jobs.set_cost_model(self.job_id, self.worker, name)
 
-    def publish(self, new: NewSchedule) -> int | None:
-        """Publish the verified best and mark the job succeeded; its schedule id, or None when
-        another worker owns the job now (nothing is written then)."""
-        return self.store.schedules.publish(self.job_id, self.worker, new)
+    def publish(self, new: NewSchedule) -> int:
+        """Publish the verified best and mark the job succeeded; its schedule id (nothing is
+        written when the job was lost)."""
+        schedule_id = self.store.schedules.publish(self.job_id, self.worker, new)
+        if schedule_id is None:
+            raise LostOwnership(self.job_id)
+        return schedule_id
 
     def cancelled(self) -> None:
         """The search stopped on request: the job is cancelled (its records stay)."""

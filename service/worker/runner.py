@@ -24,8 +24,8 @@ from tvm.target import Target
 from schedules_db.store import Store
 from schedules_db.values import JobState
 from service.worker.heartbeat import Heartbeat, JobBeat
-from service.worker.job_store import OwnedJob, load_inputs
-from service.worker.search_job import LostOwnership, reclaimed, search
+from service.worker.job_store import LostOwnership, OwnedJob, load_inputs
+from service.worker.search_job import search
 from service.worker.verification import verify_and_publish
 from tuning.hardware.devices import Measurer, RpcSpec
 from tuning.hardware.threads import pin_runtime_threads, target_threads
@@ -81,8 +81,6 @@ def run_job(ctx: WorkerContext, job_id: int, claimed: bool = False) -> str:
     try:
         with ctx.heartbeat.beating(job_id) as beat:
             schedule_id = _tune_and_publish(ctx, job_id, owned, beat, work_dir)
-        if schedule_id is None:
-            raise reclaimed(job_id)
         log.info("job %s: succeeded, schedule %s", job_id, schedule_id)
         return JobState.SUCCEEDED.value
     except LostOwnership as err:
@@ -101,8 +99,8 @@ def run_job(ctx: WorkerContext, job_id: int, claimed: bool = False) -> str:
 
 def _tune_and_publish(
     ctx: WorkerContext, job_id: int, owned: OwnedJob, beat: JobBeat, work_dir: Path
-) -> int | None:
-    """The job's stages; the published schedule's id, or None when the job was lost."""
+) -> int:
+    """The job's stages; the published schedule's id."""
     inputs = load_inputs(ctx.store, job_id)
     target = Target(inputs.canonical)
     threads = target_threads(inputs.canonical)

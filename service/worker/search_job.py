@@ -19,7 +19,7 @@ from tvm.s_tir.meta_schedule import TuneContext
 
 from schedules_db.store import Store
 from service.worker.heartbeat import JobBeat
-from service.worker.job_store import JobInputs, OwnedJob
+from service.worker.job_store import JobInputs, LostOwnership, OwnedJob
 from service.worker.search_storage import StoreSearchStorage, stored_workload
 from service.worker.store_database import StoreDatabase
 from tuning.catalog import get_operator
@@ -33,15 +33,6 @@ from tuning.search.seeding import neighbour_seeds
 from tuning.search.spaces import space_generator, space_module
 
 log = logging.getLogger("tunehub.worker")
-
-
-class LostOwnership(Exception):
-    """The job was reclaimed by another worker (this one stopped heart-beating for too long)."""
-
-
-def reclaimed(job_id: int) -> LostOwnership:
-    """The error of a job another worker reclaimed."""
-    return LostOwnership(f"job {job_id} was reclaimed by another worker")
 
 
 def search(
@@ -59,7 +50,7 @@ def search(
 ) -> None:
     """Search ``inputs``' workload on ``target`` (its `tvm.target.Target`) until the job's
     budget is stored, every measured candidate committed to the store as it comes. Raises
-    `LostOwnership` or `SearchCancelled` between batches."""
+    `LostOwnership` (another worker reclaimed the job) or `SearchCancelled` between batches."""
     job, workload, target_row = inputs.job, inputs.workload, inputs.target
     already = inputs.stored_in_space
     if already:
@@ -112,12 +103,11 @@ def _on_batch(
 
     def on_batch(report: BatchReport) -> None:
         if beat.lost:
-            raise reclaimed(job.id)
+            raise LostOwnership(job.id)
         stored_best = store.records.top_k(workload_id, target_id, 1)
         best = stored_best[0].mean_run_us if stored_best else report.best_us
         done = inputs.stored_in_space + report.trials_done
-        if not owned.report_progress(done, best):
-            raise reclaimed(job.id)
+        owned.report_progress(done, best)
         if owned.cancel_requested():
             raise SearchCancelled()
         log.info(

@@ -92,10 +92,10 @@ def verify_and_publish(
     measurer: Measurer,
     work_dir: Path,
     artifact_dir: Path,
-) -> int | None:
+) -> int:
     """Verify the job's fastest stored candidates and publish the winner (`Winner`); its
-    schedule id, or None when another worker owns the job now. Raises `VerificationError`
-    when no candidate passes."""
+    schedule id. Raises `VerificationError` when no candidate passes, `LostOwnership` when
+    another worker owns the job now."""
     top = store.records.top_k(inputs.workload.id, inputs.target.id, VERIFY_CANDIDATES)
     winner = _pick_winner(inputs, top, target, measurer, work_dir)
     artifact = publish(artifact_dir, winner.library)

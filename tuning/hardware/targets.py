@@ -122,7 +122,9 @@ def missing_vector_features(spec: dict[str, Any], flags: set[str] | None) -> lis
 
 
 def _jsonable(value: Any) -> Any:
-    """Plain JSON values from TVM's exported target (FFI arrays and maps included)."""
+    """Plain JSON values from TVM's exported target (FFI arrays and maps included). The
+    ``hasattr`` probes ask TVM's FFI objects what they are (a Target, a Map, an Array): their
+    Python classes differ between TVM builds, their methods do not."""
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value
     if hasattr(value, "export"):  # a nested Target (e.g. "host" of a cuda target)

@@ -63,7 +63,8 @@ BLOCK_ANNOTATIONS = {
 
 
 def _subexpressions(expr: Any) -> Iterator[Any]:
-    """``expr`` and every expression below it (children as `_Checker.expr` walks them)."""
+    """``expr`` and every expression below it (children as `_Checker.expr` walks them). TIR
+    nodes are probed by their fields (``ty``: a PrimExpr), as TVM's own visitors read them."""
     stack = [expr]
     while stack:
         node = stack.pop()
@@ -114,6 +115,7 @@ class _Checker:
         self.regions: list[tuple[list[Any], list[Any]]] = []  # (reads, writes) per open block
         for param in func.params:
             buffer = param_buffer(func, param)
+            # A TVM Buffer has these; a parameter that is not one (a scalar Var) does not.
             if not hasattr(buffer, "shape") or not hasattr(buffer, "elem_offset"):
                 raise UnsafeTir(f"parameter {param} must be a buffer")
             _compact(buffer, "parameter")
