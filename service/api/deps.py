@@ -48,7 +48,8 @@ def services(request: Request) -> Services:
 
 
 async def get_services(request: Request) -> Services:
-    """Dependency: every service (for use cases that need several)."""
+    """Dependency: every service. The hot read routes take this one instead of two or three
+    of the others: each dependency costs FastAPI ~8 us per request."""
     return services(request)
 
 

@@ -14,7 +14,7 @@ from starlette.concurrency import run_in_threadpool
 
 from schedules_db import lookups
 from schedules_db.values import FINAL_STATES, JobState
-from service.api.deps import QueueDep, SettingsDep, StoreDep
+from service.api.deps import QueueDep, ServicesDep, SettingsDep, StoreDep
 from service.api.models import JobOut
 from service.api.usecases.cancel_job import cancel_job as cancel
 from service.api.usecases.create_job import create_job as create
@@ -63,9 +63,10 @@ def list_jobs(
 
 @router.get("/{job_id}", response_model=JobOut, responses=responses(404))
 async def get_job(
-    job_id: RowId, request: Request, who: AnyReader, store: StoreDep, settings: SettingsDep
+    job_id: RowId, request: Request, who: AnyReader, services: ServicesDep
 ) -> Response:
     """One job: state, progress, and the schedule once it succeeded."""
+    store, settings = services.store, services.settings  # one dependency on this hot path
     parts = await lookup(store, lookups.job, job_id)
     if parts is None:
         raise not_found("job", job_id)

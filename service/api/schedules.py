@@ -9,7 +9,7 @@ from fastapi.responses import FileResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from schedules_db import lookups
-from service.api.deps import SettingsDep, StoreDep
+from service.api.deps import ServicesDep, StoreDep
 from service.api.models import ScheduleDetail, ScheduleOut
 from service.api.usecases.targets import target_id_of
 from service.api.views import schedule_detail_bytes
@@ -74,16 +74,16 @@ async def get_schedule(
     responses=ARTIFACT_RESPONSES,
 )
 async def get_artifact(
-    schedule_id: RowId, request: Request, who: AnyReader, store: StoreDep, settings: SettingsDep
+    schedule_id: RowId, request: Request, who: AnyReader, services: ServicesDep
 ) -> Response:
     """The compiled shared library of a schedule (``ETag`` and ``X-Content-SHA256``: sha256)."""
-    artifact = await lookup(store, lookups.artifact, schedule_id)
+    artifact = await lookup(services.store, lookups.artifact, schedule_id)
     if artifact is None:
         raise not_found("schedule", schedule_id)
     headers = {"ETag": f'"{artifact.sha256}"', "X-Content-SHA256": artifact.sha256}
     if request.headers.get("if-none-match") == headers["ETag"]:
         return Response(status_code=304, headers=headers)
-    path = settings.artifacts / artifact.path
+    path = services.settings.artifacts / artifact.path
     if not path.is_file():
         raise not_found("artifact file", artifact.sha256)
     return FileResponse(
