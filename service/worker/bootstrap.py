@@ -13,11 +13,12 @@ from typing import Any
 from schedules_db import Store, make_engine, upgrade_schema
 from service.queue import make_celery, queue_name
 from service.settings import Settings
+from service.targets import find_named_target, record_target, resolve_named
 from service.worker.runner import WorkerContext
 from service.worker.task import register_tune_task
 from tuning.hardware.devices import RpcSpec
 from tuning.hardware.intrinsics import load_tensor_intrinsics
-from tuning.hardware.targets import HOST, current_tvm_series, host_fingerprint, resolve_target
+from tuning.hardware.targets import current_tvm_series, host_fingerprint
 from tuning.hardware.threads import pin_runtime_threads, target_threads
 
 log = logging.getLogger("tunehub.worker")
@@ -47,16 +48,8 @@ def run_worker(
     canonicals: list[dict[str, Any]] = []
     machine = host_fingerprint()
     for spec in target_specs:
-        known = (
-            None
-            if spec == HOST or spec.lstrip().startswith("{")
-            else store.catalog.find_target(spec)
-        )
-        target = resolve_target(json.loads(known.canonical_json) if known else spec)
-        fingerprint = machine if spec == HOST else {}
-        row = store.catalog.get_or_create_target(
-            target.canonical, target.kind, target.label, fingerprint
-        )
+        target = resolve_named(spec, find_named_target(spec, store))
+        row = record_target(store, spec, target, host=machine)
         queues.append(queue_name(row.key))
         target_ids.append(row.id)
         canonicals.append(json.loads(row.canonical_json))

@@ -13,13 +13,14 @@ from schedules_db import Store
 from schedules_db.tokens import ADMIN, SUBMIT_CODE
 from schedules_db.values import Job, JobState
 from service.api.usecases.dispatch import dispatch_or_defer
-from service.api.usecases.targets import record_target, resolve_job_target
+from service.api.usecases.targets import resolve_job_target
 from service.auth import Identity, check_target, require
 from service.errors import invalid, prefixed
 from service.queue import JobQueue, queue_name
 from service.quotas import check_active_jobs
 from service.schemas import JobCreate, OperatorSpec, TirSpec
 from service.settings import Settings
+from service.targets import record_target
 from service.untrusted_input import parsed_tir
 from tuning.catalog import get_operator, list_operators
 from tuning.catalog.workload import WorkloadSpec, catalog_workload

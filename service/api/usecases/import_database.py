@@ -13,11 +13,12 @@ from typing import Any
 from schedules_db import Store
 from schedules_db.values import JobState, NewRecord
 from service.api.usecases.dispatch import dispatch_or_defer
-from service.api.usecases.targets import record_target, resolve_job_target
+from service.api.usecases.targets import resolve_job_target
 from service.auth import Identity, check_target
 from service.errors import invalid
 from service.queue import JobQueue, queue_name
 from service.schemas import ImportBody
+from service.targets import record_target
 from service.untrusted_input import isolated_parser
 from tuning.publish.interchange import (
     RECORD_FILE,

@@ -1,25 +1,20 @@
-"""Naming a target: ``"host"``, a JSON target, or the key or label of a stored one.
+"""Naming a target in a request: ``"host"``, a JSON target, or the key or label of a stored one
+(`service.targets`, which the worker's bootstrap shares), with a refusal as a 422.
 
-Shared by job creation and import (a target in a request body: `resolve_job_target`,
-`record_target`) and by the reads that filter by target (a query parameter: `target_id_of`).
+Used by job creation and import (a target in a request body: `resolve_job_target`, then
+`service.targets.record_target`) and by the reads that filter by target (a query parameter:
+`target_id_of`).
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from schedules_db import Store
 from schedules_db.keys import target_key
-from schedules_db.values import Target
 from service.errors import invalid
-from tuning.hardware.targets import (
-    HOST,
-    ResolvedTarget,
-    TargetError,
-    host_fingerprint,
-    resolve_target,
-)
+from service.targets import find_named_target, resolve_named
+from tuning.hardware.targets import ResolvedTarget, TargetError, resolve_target
 
 
 def resolve_job_target(spec: str | dict[str, Any], store: Store) -> ResolvedTarget:
@@ -29,11 +24,9 @@ def resolve_job_target(spec: str | dict[str, Any], store: Store) -> ResolvedTarg
     A target tunehub refuses (`resolve_target`; a stored one too) is a 422 ``invalid_target``
     at ``body.target``, inside a JSON object at the offending attribute (``body.target.mcpu``).
     """
-    named = None
-    if isinstance(spec, str) and spec != HOST and not spec.lstrip().startswith("{"):
-        named = store.catalog.find_target(spec)
+    named = find_named_target(spec, store)
     try:
-        return resolve_target(json.loads(named.canonical_json) if named else spec)
+        return resolve_named(spec, named)
     except TargetError as err:
         loc = ("body", "target", *err.loc) if isinstance(spec, dict) else ("body", "target")
         reason = str(err)
@@ -43,15 +36,6 @@ def resolve_job_target(spec: str | dict[str, Any], store: Store) -> ResolvedTarg
             )
             reason = f"{err} (known target names: {known})"
         raise invalid(loc, reason, "invalid_target", spec) from None
-
-
-def record_target(store: Store, spec: str | dict[str, Any], target: ResolvedTarget) -> Target:
-    """The stored target of ``target`` (created on first use); named ``"host"`` in ``spec``, it
-    is recorded with this machine's hardware fingerprint."""
-    fingerprint = host_fingerprint() if spec == HOST else {}
-    return store.catalog.get_or_create_target(
-        target.canonical, target.kind, target.label, fingerprint
-    )
 
 
 def target_id_of(store: Store, target: str) -> int | None:
