@@ -418,7 +418,7 @@ def current_tvm_series() -> str:
     """The TVM series (major.minor) of this process: the part of a record's key that says which
     TVM may replay it ("0.27.0.post1" -> "0.27"). The store derives a stored record's series
     from its TVM version the same way (`schedules_db.keys.tvm_series`, which `tuning` may not
-    import; tests/tuning/test_reuse.py holds the two to the same answers)."""
+    import; tests/tuning/test_reuse.py checks that both give this TVM's series)."""
     import tvm
 
     match = re.match(r"(\d+)\.(\d+)", tvm.__version__ or "")
