@@ -63,7 +63,7 @@ def _spec(family: str, shape: tuple[int, int, int]):  # noqa: ANN202
 
 def _open(path: Path):  # noqa: ANN202
     from schedules_db import Store, make_engine, upgrade_schema
-    from tuning.hardware.targets import current_tvm_series
+    from tuning.hardware.host import current_tvm_series
 
     engine = make_engine(f"sqlite:///{path}")
     upgrade_schema(engine)

@@ -22,7 +22,7 @@ from service.quotas import WriteLimiter
 from service.reaper import Reaper
 from service.refusals import Refusal, refusal_handler
 from service.settings import Settings
-from tuning.hardware.targets import current_tvm_series
+from tuning.hardware.host import current_tvm_series
 from tuning.sandbox import set_max_concurrent
 
 log = logging.getLogger("tunehub.api")

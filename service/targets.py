@@ -12,7 +12,8 @@ from typing import Any
 
 from schedules_db import Store
 from schedules_db.values import Target
-from tuning.hardware.targets import HOST, ResolvedTarget, host_fingerprint, resolve_target
+from tuning.hardware.host import host_fingerprint
+from tuning.hardware.targets import HOST, ResolvedTarget, resolve_target
 
 
 def find_named_target(spec: str | dict[str, Any], store: Store) -> Target | None:

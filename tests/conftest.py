@@ -130,7 +130,8 @@ def tuned_store(tmp_path_factory: pytest.TempPathFactory) -> dict:
     from service.worker.runner import WorkerContext, run_job
     from tuning.catalog import get_operator
     from tuning.catalog.workload import catalog_workload
-    from tuning.hardware.targets import host_fingerprint, resolve_target
+    from tuning.hardware.host import host_fingerprint
+    from tuning.hardware.targets import resolve_target
 
     root = tmp_path_factory.mktemp("tuned")
     url = f"sqlite:///{root / 'store.db'}"

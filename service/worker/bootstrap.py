@@ -17,8 +17,8 @@ from service.targets import find_named_target, record_target, resolve_named
 from service.worker.runner import WorkerContext
 from service.worker.task import register_tune_task
 from tuning.hardware.devices import RpcSpec
+from tuning.hardware.host import current_tvm_series, host_fingerprint
 from tuning.hardware.intrinsics import load_tensor_intrinsics
-from tuning.hardware.targets import current_tvm_series, host_fingerprint
 from tuning.hardware.threads import pin_runtime_threads, target_threads
 
 log = logging.getLogger("tunehub.worker")

@@ -24,8 +24,8 @@ from service.worker.search_storage import StoreSearchStorage, stored_workload
 from service.worker.store_database import StoreDatabase
 from tuning.catalog import get_operator
 from tuning.hardware.devices import Measurer
+from tuning.hardware.host import physical_cores
 from tuning.hardware.intrinsics import load_tensor_intrinsics
-from tuning.hardware.targets import physical_cores
 from tuning.ir import structural_hash
 from tuning.search.cost_model import refresh
 from tuning.search.loop import BatchReport, SearchCancelled, run_search

@@ -24,7 +24,7 @@ from service.worker.job_store import JobInputs, OwnedJob
 from tuning.catalog import get_operator
 from tuning.catalog.dtypes import random_operand, widen_tolerance
 from tuning.hardware.devices import Measurer
-from tuning.hardware.targets import current_tvm_series
+from tuning.hardware.host import current_tvm_series
 from tuning.ir import arg_specs
 from tuning.publish.artifacts import publish
 from tuning.publish.packing import PackedParam, split_packed

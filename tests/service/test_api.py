@@ -208,7 +208,7 @@ def test_cache_hit_and_schedule_download_without_any_worker(
         assert detail["trials"] == 8 and detail["max_abs_error"] < 1e-4
         assert (detail["space"], detail["packed_params"], detail["entry"]) == ("plain", [], "main")
         # The key it is served under, and the workload's bests per target side by side.
-        from tuning.hardware.targets import current_tvm_series
+        from tuning.hardware.host import current_tvm_series
 
         assert detail["key"] == {
             "workload": detail["workload"]["structural_hash"],

@@ -18,7 +18,7 @@ from service.settings import Settings
 from service.worker.runner import WorkerContext, run_next
 from tests.conftest import TINY, ServerThread
 from tests.e2e.helpers import cli
-from tuning.hardware.targets import current_tvm_series
+from tuning.hardware.host import current_tvm_series
 
 
 def _server(data_dir: Path, database_url: str | None = None, artifacts: Path | None = None):  # noqa: ANN202

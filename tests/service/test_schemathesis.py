@@ -29,7 +29,7 @@ from service.app import create_app
 from service.settings import Settings
 from tests.conftest import ServerThread
 from tests.schedules_db.published import publish
-from tuning.hardware.targets import current_tvm_series
+from tuning.hardware.host import current_tvm_series
 
 CHECKS = ["not_a_server_error", "status_code_conformance", "response_schema_conformance"]
 PARSING = [("POST", "/api/v1/jobs"), ("POST", "/api/v1/import")]  # a child process per parse

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tuning.hardware.targets import host_fingerprint, resolve_target
+from tuning.hardware.host import host_fingerprint
+from tuning.hardware.targets import resolve_target
 
 
 def host_and_workload(store: Any, spec: Any) -> tuple[int, int]:

@@ -12,7 +12,8 @@ from service.worker.runner import WorkerContext, run_job
 from service.worker.search_storage import StoreSearchStorage
 from tuning.catalog import get_operator
 from tuning.catalog.workload import catalog_workload
-from tuning.hardware.targets import current_tvm_series, resolve_target
+from tuning.hardware.host import current_tvm_series
+from tuning.hardware.targets import resolve_target
 from tuning.ir import load_mod
 from tuning.search.cost_model import MIN_RECORDS, newest_model, refresh, train
 

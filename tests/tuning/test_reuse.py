@@ -15,7 +15,8 @@ from service.worker.runner import WorkerContext, run_job
 from service.worker.store_database import StoreDatabase
 from tuning.catalog import get_operator
 from tuning.catalog.workload import catalog_workload
-from tuning.hardware.targets import current_tvm_series, resolve_target
+from tuning.hardware.host import current_tvm_series
+from tuning.hardware.targets import resolve_target
 
 
 def test_tvm_series_of_versions() -> None:

@@ -41,7 +41,7 @@ ZEN4_FLAGS_WITHOUT_AVX512 = {  # a Zen 4 VM whose hypervisor hides AVX-512 and G
 
 
 def test_vector_features_the_cpu_lacks_are_switched_off() -> None:
-    from tuning.hardware.targets import missing_vector_features
+    from tuning.hardware.host import missing_vector_features
 
     znver4 = {"kind": "llvm", "mcpu": "znver4"}
     assert missing_vector_features(znver4, ZEN4_FLAGS_WITHOUT_AVX512) == ["avx512f", "gfni"]
@@ -72,7 +72,7 @@ def test_host_target_implies_only_what_this_cpu_has_and_its_code_runs() -> None:
     import subprocess
     import sys
 
-    from tuning.hardware.targets import cpu_flags, missing_vector_features
+    from tuning.hardware.host import cpu_flags, missing_vector_features
 
     host = resolve_target("host")
     # Every vector feature the host target implies is in /proc/cpuinfo: nothing left to switch off.

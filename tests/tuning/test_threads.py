@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tuning.hardware.targets import physical_cores
+from tuning.hardware.host import physical_cores
 from tuning.hardware.threads import ENV, target_threads
 
 CPUS = os.cpu_count() or 1

@@ -1,15 +1,15 @@
-"""Hardware targets: resolving a job's target spec to a canonical TVM target, and host detection."""
+"""Hardware targets: resolving a job's target spec to a canonical TVM target (what this host is
+lives in `tuning.hardware.host`)."""
 
 from __future__ import annotations
 
-import copy
 import functools
 import json
-import os
-import platform
 import re
 from dataclasses import dataclass
 from typing import Any
+
+from tuning.hardware.host import host_target_spec
 
 HOST = "host"
 
@@ -39,86 +39,6 @@ class ResolvedTarget:
         from tvm.target import Target
 
         return Target(self.canonical)
-
-
-def physical_cores() -> int:
-    """Physical cores of this machine (measurements should not share a core's two threads)."""
-    import psutil
-
-    return psutil.cpu_count(logical=False) or os.cpu_count() or 1
-
-
-def host_target_spec() -> dict[str, Any]:
-    """The llvm target of this machine: its mcpu, the vector ISA features that mcpu implies but
-    this CPU does not offer switched off (``mattr``), and its physical core count.
-
-    LLVM names the CPU by family and model, and the name implies an ISA: a Zen 4 whose hypervisor
-    hides AVX-512 is still ``znver4``, and code built for plain ``znver4`` dies there with SIGILL.
-    """
-    return copy.deepcopy(_host_target_spec())  # callers may change their copy
-
-
-@functools.cache
-def _host_target_spec() -> dict[str, Any]:
-    """`host_target_spec`, worked out once per process (~7 ms: several LLVM target lookups)."""
-    from tvm.target.codegen import llvm_get_system_cpu
-
-    spec: dict[str, Any] = {"kind": "llvm", "mcpu": llvm_get_system_cpu()}
-    disabled = missing_vector_features(spec, cpu_flags())
-    if disabled:
-        spec["mattr"] = [f"-{feature}" for feature in disabled]
-    spec["num-cores"] = physical_cores()
-    return spec
-
-
-VECTOR_FEATURE_PREFIXES = ("sse", "ssse", "avx", "fma", "f16c", "amx", "gfni", "vaes", "vpclmul")
-CPUINFO_ALIASES = {"pni": "sse3"}  # /proc/cpuinfo's names where they differ from LLVM's
-
-
-def normalized_feature(feature: str) -> str:
-    """A CPU feature's name in one spelling for LLVM's and /proc/cpuinfo's lists (``sse4.1``,
-    ``sse4_1`` -> ``sse41``)."""
-    return CPUINFO_ALIASES.get(feature, feature).replace("_", "").replace(".", "").replace("-", "")
-
-
-def cpu_flags() -> set[str] | None:
-    """The ISA flags /proc/cpuinfo lists for this CPU, normalised to LLVM's spelling without
-    punctuation (``sse4_1`` -> ``sse41``); None where there is no x86 ``flags`` line to read."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
-            for line in cpuinfo:
-                if line.startswith("flags"):
-                    return {normalized_feature(flag) for flag in line.split(":", 1)[1].split()}
-    except OSError:
-        pass
-    return None
-
-
-def missing_vector_features(spec: dict[str, Any], flags: set[str] | None) -> list[str]:
-    """The fewest LLVM features to switch off so that ``spec`` implies no vector ISA feature
-    outside ``flags`` (switching ``avx512f`` off takes every AVX-512 extension with it).
-
-    Empty when ``flags`` is None (nothing known about the CPU) or nothing is missing."""
-    from tvm.target import Target
-    from tvm.target.codegen import llvm_get_cpu_features
-
-    if flags is None:
-        return []
-
-    def unsupported(disabled: list[str]) -> set[str]:
-        attrs = dict(spec, mattr=[f"-{f}" for f in disabled]) if disabled else spec
-        implied = llvm_get_cpu_features(Target(attrs))
-        vector = [f for f in implied if f.startswith(VECTOR_FEATURE_PREFIXES)]
-        return {f for f in vector if normalized_feature(f) not in flags}
-
-    disabled: list[str] = []
-    left = unsupported(disabled)
-    while left:
-        # Greedy: the feature whose removal takes the most unsupported ones with it.
-        best = min(sorted(left), key=lambda f: len(unsupported([*disabled, f])))
-        disabled.append(best)
-        left = unsupported(disabled)
-    return disabled
 
 
 def _jsonable(value: Any) -> Any:
@@ -358,49 +278,6 @@ def resolve_target(spec: str | dict[str, Any]) -> ResolvedTarget:
     return ResolvedTarget(canonical=canonical, kind=canonical["kind"], label=_label(canonical))
 
 
-def host_fingerprint() -> dict[str, Any]:
-    """What this host is: CPU model, cores, ISA flags of interest, TVM version."""
-    import tvm
-
-    cpu_model = ""
-    flags: list[str] = []
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
-            for line in cpuinfo:
-                if line.startswith("model name") and not cpu_model:
-                    cpu_model = line.split(":", 1)[1].strip()
-                if line.startswith("flags"):
-                    wanted = ("avx", "avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16")
-                    flags = [f for f in line.split(":", 1)[1].split() if f in wanted]
-                    break
-    except OSError:
-        pass
-    return {
-        "cpu_model": cpu_model or platform.processor(),
-        "physical_cores": physical_cores(),
-        "logical_cores": os.cpu_count(),
-        "isa_flags": sorted(set(flags)),
-        "gpus": gpu_fingerprint(),
-        "tvm_version": tvm.__version__,
-    }
-
-
-def gpu_fingerprint() -> list[dict[str, Any]]:
-    """Name and compute capability of each CUDA device TVM sees (none on CPU-only hosts)."""
-    import tvm
-
-    gpus = []
-    for index in range(16):
-        try:
-            dev = tvm.cuda(index)
-            if not dev.exist:
-                break
-            gpus.append({"name": dev.device_name, "compute_capability": dev.compute_version})
-        except Exception:  # a TVM built without CUDA, or no driver
-            break
-    return gpus
-
-
 def device_for(kind: str) -> Any:
     """The TVM device that runs code for a target kind."""
     import tvm
@@ -412,14 +289,3 @@ def device_for(kind: str) -> Any:
     if kind == "rocm":
         return tvm.rocm(0)
     raise TargetError(f"no local device for target kind {kind!r}")
-
-
-def current_tvm_series() -> str:
-    """The TVM series (major.minor) of this process: the part of a record's key that says which
-    TVM may replay it ("0.27.0.post1" -> "0.27"). The store derives a stored record's series
-    from its TVM version the same way (`schedules_db.keys.tvm_series`, which `tuning` may not
-    import; tests/tuning/test_reuse.py checks that both give this TVM's series)."""
-    import tvm
-
-    match = re.match(r"(\d+)\.(\d+)", tvm.__version__ or "")
-    return f"{match.group(1)}.{match.group(2)}" if match else (tvm.__version__ or "")

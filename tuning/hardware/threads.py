@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from tuning.hardware.targets import physical_cores
+from tuning.hardware.host import physical_cores
 
 ENV = "TVM_NUM_THREADS"
 _BIG_CORES = 1  # TVM's ThreadGroup::AffinityMode::kBig

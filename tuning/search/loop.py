@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from tuning.hardware.devices import Measurer
+from tuning.hardware.host import physical_cores
 from tuning.hardware.intrinsics import load_tensor_intrinsics
-from tuning.hardware.targets import physical_cores
 from tuning.search.builder import make_builder
 from tuning.search.spaces import PACKED, PLAIN, space_generator
 from tuning.search.storage import StoredTraces
