@@ -9,7 +9,10 @@ connection = config.attributes.get("connection")
 if connection is None:  # pragma: no cover - only reached when alembic is driven by hand
     from schedules_db.engine import make_engine
 
-    connection = make_engine(config.get_main_option("sqlalchemy.url")).connect()
+    url = config.get_main_option("sqlalchemy.url")
+    if url is None:
+        raise RuntimeError("run alembic with a connection or with sqlalchemy.url set")
+    connection = make_engine(url).connect()
 
 context.configure(connection=connection, target_metadata=Base.metadata, render_as_batch=True)
 with context.begin_transaction():

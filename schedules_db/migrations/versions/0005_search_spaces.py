@@ -15,7 +15,7 @@ branch_labels = None
 depends_on = None
 
 
-def _space() -> sa.Column:
+def _space() -> sa.Column[str]:
     return sa.Column("space", sa.String(length=16), nullable=False, server_default="plain")
 
 
