@@ -2,9 +2,10 @@
 
 `ScheduleReader` answers "the verified best schedule of this workload on this target", "the
 k fastest records" and "the bests of a whole model's workloads in one round trip", bound to
-one TVM series. `schedules_db.reader.SqlScheduleReader` implements it over SQL on the server
-(and in the worker); the light client implements it over HTTP, so a build's TVM `Database`
-stands on either without knowing which (MLflow keeps one `AbstractStore` behind
+one TVM series. `schedules_db.reader.SqlScheduleReader` implements it over SQL (held to the
+contract by tests/schedules_db/test_reader.py; the service serves it in the next issue); the
+light client's HTTP implementation, on which a build's TVM `Database` stands, comes with that
+issue too, and needs nothing more than this package (MLflow keeps one `AbstractStore` behind
 `SqlAlchemyStore` and `RestStore` the same way).
 
 This package is the stdlib only (no SQLAlchemy, TVM or httpx): its value types

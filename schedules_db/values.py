@@ -237,7 +237,7 @@ class NewRecord:
 
 @dataclass(frozen=True)
 class NewSchedule:
-    """A verified best, with its exported artifact, ready to be published by `finish_job`.
+    """A verified best, with its exported artifact, ready to be published by `Schedules.publish`.
     ``record_id`` None: the plain (unscheduled) function won; ``tvm_series`` then keys it."""
 
     record_id: int | None

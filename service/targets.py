@@ -1,6 +1,6 @@
 """Naming a target as every part of the service does: ``"host"``, a JSON target (an object or
 its text), or the key or label of a target the store knows (as ``GET /targets`` lists them);
-and recording it in the store. Shared by the API's use cases (`service.api.usecases.targets`,
+and recording it in the store. Shared by the API's use cases (`service.api.usecases.target_names`,
 which turn a refusal into a 422) and the worker's bootstrap (`service.worker.bootstrap`), so it
 imports neither FastAPI nor the worker package.
 """

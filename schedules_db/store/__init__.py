@@ -41,8 +41,10 @@ Contract (what every caller may rely on):
   worker's heartbeat thread. That is safe: the store and its aggregates hold only immutable
   configuration (engine, sessionmaker, series); every method opens its own session in its own
   transaction from the one sessionmaker and closes it before returning; the engine's pool is
-  thread-safe; returned values are immutable. Concurrent writers are arbitrated by the database
-  (conditional UPDATEs, unique indexes, row locks), never by the Python object.
+  thread-safe; returned values are frozen dataclasses, each call's own (their JSON fields — params,
+  fingerprint, run_secs — are plain dicts and lists: callers do not mutate them). Concurrent writers
+  are arbitrated by the database (conditional UPDATEs, unique indexes, row locks), never by the
+  Python object.
 """
 
 from __future__ import annotations

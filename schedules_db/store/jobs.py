@@ -3,14 +3,18 @@
 Owns the ``jobs`` table, the source of truth of every job's state (the broker only delivers
 ``job_id``s). Ownership: a worker owns a job from the `Jobs.claim` (or `Jobs.claim_next`) that
 returned True/an id until the job is final or requeued; every write of the owner
-(`heartbeat`, `update_progress`, `set_cost_model`, `cancel_running`, `fail` with a worker,
-`Schedules.publish`) is one conditional UPDATE on (id, worker, state running) that matches
-nothing once someone else owns the job, and says so (False/None). A claim is one conditional
-UPDATE too, so of any number of racing claimers (threads or processes) exactly one wins.
+(`heartbeat`, `update_progress`, `set_cost_model`, `cancel_running`, `fail` with a worker) is
+one conditional UPDATE on (id, worker, state running) that matches nothing once someone else
+owns the job, and says so (False; `set_cost_model` is best effort and says nothing), as does
+`Schedules.publish` (a locking SELECT of the owned job, then its writes; None). A claim is one
+conditional UPDATE too, so of any number of racing claimers (threads or processes) exactly
+one wins; `claim_next` reads the queue in one transaction, then tries claims in order, each
+its own transaction.
 
-Durability: each method is one transaction, committed before it returns; a True from a write
-means the row was changed and committed. States only move forward (queued -> running ->
-final), except `requeue_stale` (running -> queued, the reaper's recovery).
+Durability: every write is committed before the method returns; a True from a write means the row
+was changed and committed. `request_cancel` writes in one transaction and reads the job back in
+another, so what it returns may already show a later writer's change. States only move forward
+(queued -> running -> final), except `requeue_stale` (running -> queued, the reaper's recovery).
 
 Thread safety: no state besides immutable configuration; each call opens its own session and
 returns frozen `Job` values or plain ints/bools (see `schedules_db.store.base`). The API's

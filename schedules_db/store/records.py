@@ -136,7 +136,7 @@ class Records(Aggregate):
         job_id: int | None = None,
         space: str | None = None,
     ) -> int:
-        """How many records `records` would return (``space``: only those of that space)."""
+        """How many records `list_records` would return (``space``: only those of that space)."""
         with self._session() as s:
             query = select(func.count(TuningRecordRow.id)).where(
                 TuningRecordRow.target_id == target_id, *self._same_series(TuningRecordRow)

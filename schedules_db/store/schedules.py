@@ -13,7 +13,8 @@ a schedule can download its artifact, and a succeeded job always has its schedul
 Thread safety: no state besides immutable configuration; each call opens its own session and
 returns frozen `Schedule` / `Artifact` values (see `schedules_db.store.base`); `publish` locks
 the job and the schedule rows (``SELECT ... FOR UPDATE`` on PostgreSQL; SQLite serialises
-writers) so concurrent publishers of one key do not lose an update.
+writers) so concurrent publishers of one key do not lose an update once its row exists; two
+first publishers of one key race on ``uq_schedule_key`` and the loser's job fails (as before).
 """
 
 from __future__ import annotations
@@ -148,7 +149,7 @@ class Schedules(Aggregate):
                 best.packed_params = new.packed_params
                 best.updated_at = now
             if best is None:
-                raise ValueError("finish_job without a schedule: no verified best exists")
+                raise ValueError("publish without a schedule: no verified best exists")
             # Budgets are totals per (workload, target, series): a job asking for more trials
             # continues from the stored records, so the best covers all that were measured.
             measured = s.scalar(

@@ -11,7 +11,7 @@ from starlette.concurrency import run_in_threadpool
 from schedules_db import lookups
 from service.api.deps import ServicesDep, StoreDep
 from service.api.models import ScheduleDetail, ScheduleOut
-from service.api.usecases.targets import target_id_of
+from service.api.usecases.target_names import target_id_of
 from service.api.views import schedule_detail_bytes
 from service.auth import AnyReader
 from service.errors import not_found, responses

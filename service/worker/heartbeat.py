@@ -24,6 +24,8 @@ from schedules_db.store import Store
 
 log = logging.getLogger("tunehub.worker")
 
+STOP_WAIT_S = 10.0  # how long `stop` waits for a beat in flight (a database write)
+
 
 class JobBeat:
     """The heartbeat of one running job, as the runner sees it."""
@@ -52,6 +54,7 @@ class Heartbeat:
         self._registry = False
         self._job: JobBeat | None = None
         self._stop: threading.Event | None = None  # set: the current thread exits
+        self._thread: threading.Thread | None = None
 
     def start_registry(self) -> None:
         """Beat the worker's registry row from now until `stop`."""
@@ -60,11 +63,15 @@ class Heartbeat:
             self._ensure_thread()
 
     def stop(self) -> None:
-        """Stop beating (the registry row and any job)."""
+        """Stop beating (the registry row and any job) and wait for a beat in flight, so that
+        nothing this heartbeat writes lands after the caller's next write (`Fleet.stopped`)."""
         with self._lock:
             self._registry = False
             self._job = None
+            thread = self._thread
             self._stop_thread()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=STOP_WAIT_S)
 
     @contextmanager
     def beating(self, job_id: int) -> Iterator[JobBeat]:
@@ -89,11 +96,13 @@ class Heartbeat:
                 target=self._run, args=(self._stop,), name="tunehub-heartbeat", daemon=True
             )
             thread.start()
+            self._thread = thread
 
     def _stop_thread(self) -> None:
         if self._stop is not None:
             self._stop.set()
             self._stop = None
+            self._thread = None
 
     def _run(self, stop: threading.Event) -> None:
         while not stop.wait(self.every_s):

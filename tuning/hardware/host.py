@@ -7,8 +7,9 @@ import copy
 import functools
 import os
 import platform
-import re
 from typing import Any
+
+from schedule_reads.keys import tvm_series
 
 
 def physical_cores() -> int:
@@ -138,10 +139,8 @@ def gpu_fingerprint() -> list[dict[str, Any]]:
 
 def current_tvm_series() -> str:
     """The TVM series (major.minor) of this process: the part of a record's key that says which
-    TVM may replay it ("0.27.0.post1" -> "0.27"). The store derives a stored record's series
-    from its TVM version the same way (`schedules_db.keys.tvm_series`, which `tuning` may not
-    import; tests/tuning/test_reuse.py checks that both give this TVM's series)."""
+    TVM may replay it ("0.27.0.post1" -> "0.27"), spelled by `schedule_reads.keys.tvm_series`
+    as the store spells a stored record's."""
     import tvm
 
-    match = re.match(r"(\d+)\.(\d+)", tvm.__version__ or "")
-    return f"{match.group(1)}.{match.group(2)}" if match else (tvm.__version__ or "")
+    return tvm_series(tvm.__version__)

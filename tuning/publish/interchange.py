@@ -4,8 +4,8 @@
 the IRModule as `tvm.ir.save_json` text behind an 8-byte little-endian length (TVM's binary
 string encoding). `database_tuning_record.json` holds one line per record:
 ``[workload_index, [trace, run_secs, target, args_info]]``. Plain TVM
-(`ms.database.JSONDatabase`) opens what `write_*` produce, and what it writes is what
-`parse_*` read. Parsing here is plain JSON and base64; the modules inside are only ever
+(`ms.database.JSONDatabase`) opens what `encode_*` produce, and what it writes is what
+`decode_*` read. Parsing here is plain JSON and base64; the modules inside are only ever
 loaded by TVM in the limited child process of `tuning.sandbox.user_tir`.
 """
 

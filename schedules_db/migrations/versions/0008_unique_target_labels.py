@@ -23,7 +23,7 @@ LABEL_LENGTH = 128  # targets.label is VARCHAR(128)
 
 def _suffixed(label: str, key: str) -> list[str]:
     """The labels tried for a target whose label is taken, shortest suffix first (as
-    `schedules_db.store.target_labels` without the label itself, frozen here)."""
+    `schedules_db.keys.target_labels` without the label itself, frozen here)."""
     return [f"{label[: LABEL_LENGTH - n - 1]}-{key[:n]}" for n in (8, 12, 16, 24, 32)]
 
 

@@ -13,7 +13,7 @@ from schedules_db import Store
 from schedules_db.tokens import ADMIN, SUBMIT_CODE
 from schedules_db.values import Job, JobState
 from service.api.usecases.dispatch import dispatch_or_defer
-from service.api.usecases.targets import resolve_job_target
+from service.api.usecases.target_names import resolve_job_target
 from service.auth import Identity, check_target, require
 from service.errors import invalid, prefixed
 from service.queue import JobQueue, queue_name

@@ -2,8 +2,9 @@
 
 The job table is the source of truth, so a job the broker cannot take now is not lost: it stays
 ``queued`` without ``enqueued_at`` and the reaper (`service.reaper`) sends it after
-``Settings.requeue_after_s``. Routes use `dispatch_or_defer` (the request succeeds either way);
-the reaper uses `dispatch` (a broker that is down ends its sweep; the next sweep retries).
+``Settings.requeue_after_s``. The use cases behind the routes use `dispatch_or_defer` (the request
+succeeds either way); the reaper uses `dispatch` (a broker that is down ends its sweep; the next
+sweep retries).
 """
 
 from __future__ import annotations

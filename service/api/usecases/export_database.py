@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from schedules_db import Store
-from service.api.usecases.targets import target_id_of
+from service.api.usecases.target_names import target_id_of
 from service.api.views import present
 from service.errors import not_found
 from tuning.publish.interchange import (
