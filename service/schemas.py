@@ -112,6 +112,26 @@ class JobCreate(BaseModel):
         return self
 
 
+MAX_LOOKUP_WORKLOADS = 1000  # workload hashes per lookup: a whole model's tasks, many times over
+SHASH_PATTERN = r"^[0-9]{1,20}$"  # a structural hash (uint64) as decimal text
+ShashText = Annotated[
+    str, Field(pattern=SHASH_PATTERN, description="a structural hash, as decimal text")
+]
+
+
+class LookupBody(BaseModel):
+    """Body of ``POST /api/v1/lookup``: the verified bests of many workloads on one target."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"target": "host", "workloads": ["1234567890"]}]},
+    )
+    target: str | dict[str, Any] = Field(
+        default="host", description='"host", a TVM target as a JSON object, or a stored key/label'
+    )
+    workloads: list[ShashText] = Field(max_length=MAX_LOOKUP_WORKLOADS)
+
+
 class ImportBody(BaseModel):
     """Body of ``POST /api/v1/import``: a MetaSchedule JSON database (both files' text, keyed by
     their file names, `tuning.publish.interchange.WORKLOAD_FILE` and ``RECORD_FILE``) measured on

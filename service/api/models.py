@@ -292,3 +292,51 @@ class Health(BaseModel):
     """``GET /healthz``."""
 
     status: Literal["ok"]
+
+
+class ScheduleKeyOut(BaseModel):
+    """What a verified best is stored under (`schedule_reads.ScheduleKey`)."""
+
+    workload_shash: str
+    target_key: str
+    tvm_series: str
+
+
+class TunedRecordOut(BaseModel):
+    """A successful record as a TVM ``Database`` replays it (`schedule_reads.TunedRecord`)."""
+
+    record_id: int
+    trace_json: str
+    run_secs: list[float]
+    args_info: list[Any]
+    mean_run_us: float
+    space: str
+    tvm_version: str
+
+
+class TunedScheduleOut(BaseModel):
+    """A verified best as a build needs it (`schedule_reads.TunedSchedule`); ``record`` null:
+    the plain, unscheduled function was the fastest verified candidate."""
+
+    schedule_id: int
+    key: ScheduleKeyOut
+    latency_us: float
+    space: str
+    packed_params: list[dict[str, Any]] | None
+    record: TunedRecordOut | None
+
+
+class LookupTargetOut(BaseModel):
+    """The target a lookup was answered for: its key, and its label when the store knows it."""
+
+    key: str
+    label: str | None
+
+
+class LookupOut(BaseModel):
+    """``POST /lookup``: the verified bests found, by workload hash, and the hashes without one."""
+
+    target: LookupTargetOut
+    tvm_series: str
+    schedules: dict[str, TunedScheduleOut]
+    missing: list[str]

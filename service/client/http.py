@@ -276,3 +276,16 @@ class TunehubClient:
     def me(self) -> dict[str, Any]:
         """Who the token is: identity, scopes, expiry and the limits that apply."""
         return self._object(self.http.get("/me"))
+
+    # -- the build side -----------------------------------------------------------------------
+    def lookup(self, target: str | dict[str, Any], workloads: list[str]) -> dict[str, Any]:
+        """The verified bests of many workloads (structural hashes) on one target, in one
+        request: ``{"target": {"key", "label"}, "tvm_series", "schedules": {hash: ...},
+        "missing": [...]}``. ``target``: "host", a JSON target, or a stored key or label."""
+        body = {"target": target, "workloads": workloads}
+        return self._object(self.http.post("/lookup", json=body))
+
+    def top_records(self, workload: str, target_key: str, k: int = 5) -> list[dict[str, Any]]:
+        """The ``k`` fastest verified records of one workload on one target (by key)."""
+        params: dict[str, str | int] = {"workload": workload, "target": target_key, "k": k}
+        return self._objects(self.http.get("/top-records", params=params))

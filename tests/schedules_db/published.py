@@ -14,16 +14,21 @@ TVM_VERSION = "0.27.0"
 
 
 def publish(
-    store: Store, operator: str, size: int, artifact_dir: Path | None = None
+    store: Store,
+    operator: str,
+    size: int,
+    artifact_dir: Path | None = None,
+    shash: str | None = None,
 ) -> tuple[int, int]:
     """A succeeded job and its schedule for ``operator`` at (size, size, size) on a fixed llvm
-    target, with a trace, TIR and (in ``artifact_dir``) an artifact file; (schedule, job) ids."""
+    target, with a trace, TIR and (in ``artifact_dir``) an artifact file; (schedule, job) ids.
+    ``shash``: the workload's structural hash (default ``operator-size``, not a real one)."""
     target = store.catalog.get_or_create_target(
         {"kind": "llvm", "mcpu": "znver4", "num-cores": 2}, "llvm", "znver4-2c", {"cpu": "test"}
     )
     params = {"M": size, "N": size, "K": size}
     workload = store.catalog.get_or_create_workload(
-        f"{operator}-{size}", "{}", operator, params, 2.0 * size**3
+        shash or f"{operator}-{size}", "{}", operator, params, 2.0 * size**3
     )
     job = store.jobs.create(workload.id, target.id, 16, "q", "tester")
     assert store.jobs.claim(job.id, "w", timedelta(seconds=60))

@@ -376,6 +376,24 @@ def _tour(api: Recorder) -> None:
     call("GET", API + "/targets")
     call("GET", API + "/workers")
 
+    # The build side's reads (added after the restructure: issue 16's lookup).
+    shash = api.http.get(API + "/workloads/1", headers=_as(api, "root")).json()["structural_hash"]
+    lookup = API + "/lookup"
+    found = call("POST", lookup, body={"target": SKYLAKE, "workloads": [shash, "12345"]})
+    key = found.json()["target"]["key"]
+    call("POST", lookup, "reader", body={"target": "skylake-avx512-3c", "workloads": [shash]})
+    call("POST", lookup, body={"target": UNKNOWN, "workloads": [shash]}, why="never stored")
+    call("POST", lookup, "anonymous", body={"workloads": [shash]})
+    call("POST", lookup, body={"workloads": ["x1"], "target": "nowhere"})
+    top = API + "/top-records"
+    call("GET", top, query={"workload": shash, "target": key, "k": 2})
+    call("GET", top, query={"workload": shash, "target": "0" * 32}, why="a target with none")
+    call("GET", top, query={"workload": "abc", "target": key, "k": 0})
+
+
+def _as(api: Recorder, who: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {api.tokens[who]}"}
+
 
 def test_every_route_answers_as_the_golden_record_says(seeded: Seeded) -> None:
     here = Path(__file__).resolve().parents[2]

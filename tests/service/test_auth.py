@@ -126,6 +126,8 @@ SAMPLES = {
     ("GET", "/api/v1/targets"): Sample(200),
     ("GET", "/api/v1/workers"): Sample(200),
     ("GET", "/api/v1/me"): Sample(200),
+    ("POST", "/api/v1/lookup"): Sample(200, body={"target": "host", "workloads": ["1"]}),
+    ("GET", "/api/v1/top-records"): Sample(200, query={"workload": "1", "target": "0" * 32}),
 }
 
 

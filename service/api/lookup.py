@@ -1,0 +1,65 @@
+"""``/api/v1/lookup`` and ``/api/v1/top-records``: the read side a TVM build stands on.
+
+The HTTP face of `schedule_reads.ScheduleReader` (over SQL: `schedules_db.reader`), so the
+light client's reader (`service.client.reader`) answers what the server's would: verified bests
+and successful records of one target, in the server's TVM series only, never across targets.
+A lookup of a whole model's workloads is one request.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+
+from schedules_db.keys import target_key
+from schedules_db.reader import SqlScheduleReader
+from service.api.deps import StoreDep
+from service.api.models import LookupOut, TunedRecordOut
+from service.api.usecases.target_names import resolve_job_target
+from service.auth import AnyReader
+from service.schemas import SHASH_PATTERN, LookupBody
+from service.strict_input import StrictRoute
+from service.targets import find_named_target
+
+router = APIRouter(tags=["lookup"], route_class=StrictRoute)
+
+MAX_TOP_K = 100
+
+
+@router.post("/lookup", response_model=LookupOut)
+def lookup(body: LookupBody, who: AnyReader, store: StoreDep) -> dict[str, Any]:
+    """The verified best of each workload (structural hashes, as MetaSchedule writes them) on
+    one target, in this server's TVM series: one request for a whole model. A target given as
+    "host" or JSON is canonicalised as for jobs; one the store has never seen answers every
+    workload as missing. Nothing is written."""
+    stored = find_named_target(body.target, store)  # a stored key or label: that target
+    if stored is None:
+        key = target_key(resolve_job_target(body.target, store).canonical)
+        stored = store.catalog.find_target(key)
+    else:
+        key = stored.key
+    reader = SqlScheduleReader(store)
+    found = reader.lookup(key, body.workloads) if stored is not None else {}
+    return {
+        "target": {"key": key, "label": stored.label if stored is not None else None},
+        "tvm_series": reader.tvm_series,
+        "schedules": {shash: asdict(schedule) for shash, schedule in found.items()},
+        "missing": [shash for shash in dict.fromkeys(body.workloads) if shash not in found],
+    }
+
+
+@router.get("/top-records", response_model=list[TunedRecordOut])
+def top_records(
+    who: AnyReader,
+    store: StoreDep,
+    workload: Annotated[
+        str, Query(pattern=SHASH_PATTERN, description="the workload's structural hash")
+    ],
+    target: Annotated[str, Query(description="a target key (as POST /lookup answers it)")],
+    k: Annotated[int, Query(ge=1, le=MAX_TOP_K)] = 5,
+) -> list[dict[str, Any]]:
+    """The ``k`` fastest successful, verified records of one workload on one target (this
+    server's TVM series), fastest first; empty when there are none."""
+    return [asdict(r) for r in SqlScheduleReader(store).top_k(workload, target, k)]
