@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return cast(int, args.func(args))
     except TunehubError as err:
-        print(f"tunehub: {err}", file=sys.stderr)
+        print(f"tunehub: {err.describe()}", file=sys.stderr)
         return 2
     except IntegrityError as err:
         print(f"tunehub: {err}", file=sys.stderr)

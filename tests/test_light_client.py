@@ -124,9 +124,14 @@ def test_a_client_command_talks_to_a_real_server(tmp_path: Path) -> None:
             assert main(["operators", "--server", {server.url!r}]) == 0
             assert main(["whoami", "--server", {server.url!r}]) == 0
             assert main(["status", "999", "--server", {server.url!r}]) == 2  # HTTP 404
+            bad = ["submit", "matmul", "--param", "M=0", "--param", "N=4", "--param", "K=4"]
+            assert main([*bad, "--trials", "4", "--server", {server.url!r}]) == 2  # HTTP 422
             """
         )
     assert "matmul" in done.stdout and "conv2d" in done.stdout
     assert done.stdout.count("\n") > 5
     assert "local:" in done.stdout  # whoami with auth off
     assert "HTTP 404" in done.stderr
+    # A 422 reads as one line per refused field, not as FastAPI's JSON list.
+    assert "HTTP 422: 1 field(s) refused" in done.stderr
+    assert "  operator.params.M: Input should be greater than or equal to 1 (got 0)" in done.stderr
