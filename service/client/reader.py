@@ -26,10 +26,13 @@ class RestScheduleReader(ScheduleReader):
     def __init__(self, client: TunehubClient, tvm_series: str) -> None:
         super().__init__(tvm_series)
         self.client = client
+        self._server_series: str | None = None  # learnt from the first lookup answer
 
     def target_key(self, target: str | dict[str, Any]) -> str:
         """The key the server canonicalises ``target`` to ("host" is the server's host)."""
-        return str(self.client.lookup(target, [])["target"]["key"])
+        answer = self.client.lookup(target, [])
+        self._check_series(str(answer["tvm_series"]))
+        return str(answer["target"]["key"])
 
     def best(self, key: ScheduleKey) -> TunedSchedule | None:
         self.check_key(key)
@@ -56,9 +59,13 @@ class RestScheduleReader(ScheduleReader):
         return {shash: _schedule(body) for shash, body in answer["schedules"].items()}
 
     def _check_server_series(self) -> None:
-        self._check_series(str(self.client.lookup("host", [])["tvm_series"]))
+        served = self._server_series
+        if served is None:  # one request, the first time only
+            served = str(self.client.lookup("host", [])["tvm_series"])
+        self._check_series(served)
 
     def _check_series(self, served: str) -> None:
+        self._server_series = served
         if served != self.tvm_series:
             raise SeriesMismatch(
                 f"the server keeps TVM {served} schedules; this reader is bound to "

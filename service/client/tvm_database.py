@@ -103,7 +103,9 @@ class TunehubDatabase(PyDatabase):
         ]
 
     def __len__(self) -> int:
-        return sum(1 for best in self._answers.values() if best is not None and best.record)
+        return sum(
+            1 for best in self._answers.values() if best is not None and best.record is not None
+        )
 
 
 def _as_workload_module(func: Any) -> Any:

@@ -113,8 +113,11 @@ def test_a_reader_of_another_series_is_refused(served: Served) -> None:
     older = RestScheduleReader(served.client, "0.26")
     with pytest.raises(SeriesMismatch):
         older.lookup(served.target_key, served.hashes)
+    for _ in range(2):  # refused every time, not only before the server's series is known
+        with pytest.raises(SeriesMismatch):
+            older.top_k(served.hashes[0], served.target_key, 1)
     with pytest.raises(SeriesMismatch):
-        older.top_k(served.hashes[0], served.target_key, 1)
+        older.target_key("host")
     with pytest.raises(ValueError):
         older.best(ScheduleKey(served.hashes[0], served.target_key, SERIES))
 
