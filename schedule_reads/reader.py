@@ -47,10 +47,11 @@ class ScheduleReader(ABC):
                 f"key of TVM series {key.tvm_series!r} asked of a reader of {self.tvm_series!r}"
             )
 
-    @abstractmethod
     def best(self, key: ScheduleKey) -> TunedSchedule | None:
         """The verified best of ``key`` (of this reader's series: ValueError otherwise,
-        `check_key`), or None if there is none."""
+        `check_key`), or None if there is none: a `lookup` of one workload."""
+        self.check_key(key)
+        return self.lookup(key.target_key, [key.workload_shash]).get(key.workload_shash)
 
     @abstractmethod
     def top_k(self, workload_shash: str, target_key: str, k: int) -> list[TunedRecord]:

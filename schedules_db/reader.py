@@ -85,10 +85,6 @@ class SqlScheduleReader(ScheduleReader):
     def _connect(self) -> Connection:
         return self.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
 
-    def best(self, key: ScheduleKey) -> TunedSchedule | None:
-        self.check_key(key)
-        return self.lookup(key.target_key, [key.workload_shash]).get(key.workload_shash)
-
     def top_k(self, workload_shash: str, target_key: str, k: int) -> list[TunedRecord]:
         if k <= 0:
             return []

@@ -34,10 +34,6 @@ class RestScheduleReader(ScheduleReader):
         self._check_series(str(answer["tvm_series"]))
         return str(answer["target"]["key"])
 
-    def best(self, key: ScheduleKey) -> TunedSchedule | None:
-        self.check_key(key)
-        return self.lookup(key.target_key, [key.workload_shash]).get(key.workload_shash)
-
     def top_k(self, workload_shash: str, target_key: str, k: int) -> list[TunedRecord]:
         if k <= 0:
             return []
