@@ -215,3 +215,58 @@ class ApiTokenRow(Base):
     expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class ModelRow(Base):
+    """A whole-model job: an uploaded model (ONNX or Relax TVMScript, kept as an artifact),
+    tuned through one ordinary job per extracted task (`ModelTaskRow`), then compiled whole by a
+    worker of its target into an exported Relax VM library. ``state``: `tuning` while task jobs
+    run, `compiling` while a worker owns the compile (``worker``, ``heartbeat_at``), then
+    `succeeded`, `failed` or `cancelled`."""
+
+    __tablename__ = "models"
+    __table_args__ = (Index("ix_models_state", "state"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(128), nullable=False)
+    format: Mapped[str] = mapped_column(String(16), nullable=False)  # "onnx" | "relax"
+    source_artifact_id: Mapped[int] = mapped_column(ForeignKey("artifacts.id"), nullable=False)
+    inputs: Mapped[list[dict[str, Any]]] = mapped_column(JSON, nullable=False)
+    outputs: Mapped[list[dict[str, Any]]] = mapped_column(JSON, nullable=False)
+    target_id: Mapped[int] = mapped_column(ForeignKey("targets.id"), nullable=False)
+    trials: Mapped[int] = mapped_column(Integer, nullable=False)
+    queue: Mapped[str] = mapped_column(String(128), nullable=False)
+    state: Mapped[str] = mapped_column(String(16), nullable=False)
+    submitted_by: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
+    attempt: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    worker: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    woken_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    # The compiled model and what its worker measured (NULL until it succeeded).
+    artifact_id: Mapped[int | None] = mapped_column(ForeignKey("artifacts.id"), nullable=True)
+    tasks_applied: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    untuned_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+    tuned_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+    max_abs_error: Mapped[float | None] = mapped_column(Float, nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class ModelTaskRow(Base):
+    """One task of a model: a fused function (a user workload) with its weight in the model,
+    the trials it was given and the job that tunes it."""
+
+    __tablename__ = "model_tasks"
+    __table_args__ = (UniqueConstraint("model_id", "position", name="uq_model_task"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    model_id: Mapped[int] = mapped_column(ForeignKey("models.id"), nullable=False)
+    position: Mapped[int] = mapped_column(Integer, nullable=False)
+    name: Mapped[str] = mapped_column(String(255), nullable=False)
+    weight: Mapped[int] = mapped_column(Integer, nullable=False)
+    workload_id: Mapped[int] = mapped_column(ForeignKey("workloads.id"), nullable=False)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id"), nullable=False)
+    trials: Mapped[int] = mapped_column(Integer, nullable=False)

@@ -252,3 +252,98 @@ class NewSchedule:
     tvm_series: str = ""
     space: str = "plain"  # the space of the winning record ("plain" for the plain function)
     packed_params: list[dict[str, Any]] | None = None  # see ScheduleRow.packed_params
+
+
+class ModelState(str, enum.Enum):
+    """States of a whole-model job (`ModelRow`); `succeeded`, `failed`, `cancelled` are final."""
+
+    TUNING = "tuning"
+    COMPILING = "compiling"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+MODEL_FINAL_STATES = (
+    ModelState.SUCCEEDED.value,
+    ModelState.FAILED.value,
+    ModelState.CANCELLED.value,
+)
+
+
+@dataclass(frozen=True)
+class ModelJob:
+    """A whole-model job (`ModelRow`)."""
+
+    id: int
+    name: str
+    format: str
+    source_artifact_id: int
+    inputs: list[dict[str, Any]]
+    outputs: list[dict[str, Any]]
+    target_id: int
+    trials: int
+    queue: str
+    state: str
+    submitted_by: str | None
+    cancel_requested: bool
+    attempt: int
+    worker: str | None
+    heartbeat_at: datetime | None
+    woken_at: datetime | None
+    artifact_id: int | None
+    tasks_applied: int | None
+    untuned_ms: float | None
+    tuned_ms: float | None
+    max_abs_error: float | None
+    error: str | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+@dataclass(frozen=True)
+class ModelTask:
+    """One task of a model (`ModelTaskRow`)."""
+
+    id: int
+    model_id: int
+    position: int
+    name: str
+    weight: int
+    workload_id: int
+    job_id: int
+    trials: int
+
+
+@dataclass(frozen=True)
+class ModelTaskProgress:
+    """A task with the job that tunes it (as `Jobs.get` reads it)."""
+
+    task: ModelTask
+    job: Job
+
+
+@dataclass(frozen=True)
+class NewModelTask:
+    """A task to record with its model: its workload and the job already created for it."""
+
+    name: str
+    weight: int
+    workload_id: int
+    job_id: int
+    trials: int
+
+
+@dataclass(frozen=True)
+class PublishedModel:
+    """What a worker publishes for a compiled model (the artifact written first, see
+    `Models.finish`)."""
+
+    artifact_sha256: str
+    artifact_size: int
+    artifact_path: str
+    tasks_applied: int
+    untuned_ms: float
+    tuned_ms: float
+    max_abs_error: float

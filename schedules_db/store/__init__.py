@@ -5,7 +5,8 @@ split by aggregate, each module with its own contract:
 * `store.jobs` (`schedules_db.store.jobs`): jobs, claims, fair share, progress, cancel, recovery;
 * `store.records` (`schedules_db.store.records`): measured candidates;
 * `store.schedules` (`schedules_db.store.schedules`): verified bests, artifacts, publishing;
-* `store.fleet` (`schedules_db.store.fleet`): the worker registry.
+* `store.fleet` (`schedules_db.store.fleet`): the worker registry;
+* `store.models` (`schedules_db.store.models`): whole-model jobs, their tasks and compiles.
 
 The read side a TVM build needs (best, top-k, batch lookup) is `schedules_db.reader`, an
 implementation of `schedule_reads.ScheduleReader`.
@@ -58,6 +59,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from schedules_db.store.catalog import CatalogRows
 from schedules_db.store.fleet import Fleet
 from schedules_db.store.jobs import Jobs
+from schedules_db.store.models import Models
 from schedules_db.store.records import Records
 from schedules_db.store.schedules import Schedules
 
@@ -78,6 +80,7 @@ class Store:
         self.records = Records(*shared)
         self.schedules = Schedules(*shared)
         self.fleet = Fleet(*shared)
+        self.models = Models(*shared)
 
     @contextmanager
     def session(self) -> Iterator[Session]:

@@ -20,11 +20,12 @@ from schedules_db.store import Store
 from schedules_db.store.catalog import CatalogRows
 from schedules_db.store.fleet import Fleet
 from schedules_db.store.jobs import Jobs
+from schedules_db.store.models import Models
 from schedules_db.store.records import Records
 from schedules_db.store.schedules import Schedules
 from tests.schedules_db.published import publish
 
-AGGREGATES = (CatalogRows, Jobs, Records, Schedules, Fleet, SqlScheduleReader)
+AGGREGATES = (CatalogRows, Jobs, Records, Schedules, Fleet, Models, SqlScheduleReader)
 VALUES = (
     values.Target,
     values.WorkloadInfo,
@@ -34,6 +35,8 @@ VALUES = (
     values.ScheduleInfo,
     values.Artifact,
     values.Worker,
+    values.ModelJob,
+    values.ModelTask,
 )
 
 
@@ -84,6 +87,8 @@ def test_values_name_the_columns_and_are_frozen() -> None:
         (values.ScheduleInfo, "schedules", ("tir",)),
         (values.Artifact, "artifacts", ()),
         (values.Worker, "workers", ()),
+        (values.ModelJob, "models", ()),
+        (values.ModelTask, "model_tasks", ()),
     ):
         columns = {c.name for c in Base.metadata.tables[row].c} - set(left_out)
         assert {f.name for f in dataclasses.fields(value)} == columns, value.__name__
