@@ -1,0 +1,470 @@
+"""`load_kernel`: a fetched schedule's library as a Python callable that runs at the speed
+tunehub measured.
+
+Calling a fetched library naively loses most of what was tuned: TVM sizes a process's thread
+pool once, from ``TVM_NUM_THREADS`` or else *half* the CPUs of an x86 machine (it assumes every
+core runs two hyper-threads), and a packed schedule's drop-in ``main`` repacks its weights on
+every call. The worker measured the kernel on the target's ``num-cores`` threads, calling
+``main_packed`` on weights packed once. A `Kernel` does what the worker did:
+
+* it sizes TVM's thread pool to the target's ``num-cores`` (or ``threads=``) before its first
+  kernel runs, in every thread that calls it; a pool TVM already started smaller cannot grow,
+  which it reports with a `ThreadPoolWarning` saying why and what to do;
+* it packs each constant weight once (`Kernel.bind`, or ``constants=``) with the library's
+  ``pack_<i>`` and calls ``main_packed`` with the packed weights (``main`` when the schedule
+  packs nothing);
+* it takes numpy arrays, DLPack-capable arrays (PyTorch, JAX, CuPy...) or TVM tensors, checks
+  each one's shape and dtype against the schedule's TIR (`KernelInputError` names the
+  parameter), and returns the output as a numpy array, allocated from the schedule's output
+  shape and dtype (or written into ``out=``).
+
+Inputs that are C-contiguous, 64-byte aligned and writable on the kernel's device are passed
+without a copy; others (most numpy arrays are only 16-byte aligned) are copied once per call.
+The returned numpy array is a copy of TVM's output; ``out=`` (an aligned, contiguous array)
+takes the output without one.
+
+TVM is imported when a kernel is loaded, not when this module is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+import threading
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from service.client.http import TunehubClient
+
+THREADS_ENV = "TVM_NUM_THREADS"  # read by TVM when a thread's pool starts, and by child processes
+PACKED_ENTRY = "main_packed"  # tuning.publish.packing's per-call kernel of a packed schedule
+_BIG_CORES = 1  # TVM's ThreadGroup::AffinityMode::kBig, as the worker pins its pools
+_POOL = threading.local()  # .threads: what a Kernel last sized this thread's TVM pool to
+
+
+class KernelInputError(ValueError):
+    """An argument a kernel cannot take: wrong count, shape, dtype or device; the message names
+    the parameter (index and TIR name)."""
+
+
+class ThreadPoolWarning(RuntimeWarning):
+    """TVM's thread pool of the calling thread runs on fewer threads than the kernel was
+    measured with (it started before the kernel set it, or this machine has fewer CPUs)."""
+
+
+@dataclass(frozen=True)
+class Operand:
+    """One parameter of the library's ``main``, as the caller holds it (``None``: a dimension
+    the TIR leaves symbolic)."""
+
+    index: int
+    name: str
+    shape: tuple[int | None, ...]
+    dtype: str
+
+    def __str__(self) -> str:
+        return f"parameter {self.index} ({self.name})"
+
+
+@dataclass(frozen=True)
+class Packing:
+    """How the library packs one weight: ``function(weight, packed)`` fills ``packed_shape``."""
+
+    function: str
+    packed_shape: tuple[int, ...]
+    dtype: str
+
+
+# -- the thread pool ---------------------------------------------------------------------------
+def machine_cpus() -> int:
+    """This machine's logical CPUs. Not the calling thread's affinity mask: TVM narrows that when
+    it pins a pool (a one-thread pool pins its Python thread to one CPU)."""
+    return os.cpu_count() or 1
+
+
+def physical_cores() -> int:
+    """This machine's physical cores (Linux topology; the CPU count elsewhere): what the worker
+    gives a target that names no ``num-cores``."""
+    cores: set[tuple[str, str]] = set()
+    for topology in Path("/sys/devices/system/cpu").glob("cpu[0-9]*/topology"):
+        try:
+            package = (topology / "physical_package_id").read_text().strip()
+            cores.add((package, (topology / "core_id").read_text().strip()))
+        except OSError:
+            return machine_cpus()
+    return len(cores) or machine_cpus()
+
+
+def pin_threads(threads: int) -> int:
+    """Size the calling thread's TVM pool to ``threads`` and make pools started later (other
+    threads, child processes) start with as many. Returns the threads the pool now runs on.
+
+    TVM 0.27 keeps one pool per calling thread, started by its first parallel kernel (or a
+    ``tvm.runtime.num_threads()`` / ``runtime.config_threadpool`` call) with
+    ``TVM_NUM_THREADS`` threads, else half an x86 machine's CPUs; a started pool can shrink
+    but never grow. A pool left smaller than ``threads`` gets a `ThreadPoolWarning`. As in the
+    worker, the pool is pinned to the machine's big cores, and the calling thread (which runs
+    one share of every kernel) with it: on fewer threads than CPUs, that thread keeps to
+    ``threads`` CPUs, as the measured process did."""
+    import tvm
+
+    os.environ[THREADS_ENV] = str(threads)
+    tvm.get_global_func("runtime.config_threadpool")(_BIG_CORES, threads)
+    running = int(tvm.runtime.num_threads())
+    _POOL.threads = threads
+    if running < threads:
+        warnings.warn(
+            ThreadPoolWarning(
+                f"this kernel was measured on {threads} threads but runs on {running}: TVM's "
+                f"thread pool of this Python thread had started with {running} before the "
+                "kernel was loaded (some TVM code ran a kernel or read tvm.runtime.num_threads() "
+                "first), and TVM cannot grow a started pool. Load kernels before running other "
+                f"TVM code in this thread, or start Python with {THREADS_ENV}={threads}."
+            ),
+            stacklevel=3,
+        )
+    return running
+
+
+def _threads_for(canonical: Mapping[str, Any], threads: int | None) -> int | None:
+    """The thread count a kernel of this target runs on: ``threads``, else the target's
+    ``num-cores``, else this machine's physical cores, capped (with a warning) to its CPUs; None
+    for a non-CPU target."""
+    if canonical.get("kind") != "llvm":
+        if threads is not None:
+            kind = canonical.get("kind")
+            raise ValueError(f"threads: only CPU (llvm) targets have a thread pool, not {kind!r}")
+        return None
+    wanted: Any = threads if threads is not None else canonical.get("num-cores", physical_cores())
+    field = "threads" if threads is not None else "target num-cores"
+    if isinstance(wanted, bool) or not isinstance(wanted, int) or wanted < 1:
+        raise ValueError(f"{field}: a thread count must be a positive integer (got {wanted!r})")
+    cpus = machine_cpus()
+    if wanted > cpus:
+        warnings.warn(
+            ThreadPoolWarning(
+                f"{field} asks for {wanted} threads but this machine has {cpus} CPUs: the "
+                f"kernel runs on {cpus} and will be slower than it was measured"
+            ),
+            stacklevel=3,
+        )
+    return min(wanted, cpus)
+
+
+# -- the schedule --------------------------------------------------------------------------------
+def _field(schedule: Mapping[str, Any], *path: str) -> Any:
+    """``schedule[path[0]][path[1]]...``, or a ValueError naming the missing field."""
+    value: Any = schedule
+    for i, key in enumerate(path):
+        if not isinstance(value, Mapping) or key not in value:
+            where = ".".join(path[: i + 1])
+            raise ValueError(
+                f"schedule {schedule.get('id', '?')}: no {where} (expected the JSON of "
+                "GET /api/v1/schedules/{id}, as TunehubClient.schedule returns it)"
+            )
+        value = value[key]
+    return value
+
+
+def _operands(schedule: Mapping[str, Any]) -> list[Operand]:
+    """``main``'s parameters (inputs then the output), read off the schedule's TIR."""
+    import tvm
+
+    tir = _field(schedule, "tir")
+    try:
+        parsed = tvm.script.from_source(tir)
+    except Exception as err:  # noqa: BLE001 - the parser raises many kinds; say which field
+        raise ValueError(f"schedule {schedule.get('id', '?')}: tir does not parse: {err}") from err
+    func = parsed["main"] if isinstance(parsed, tvm.IRModule) else parsed
+    operands = []
+    for index, param in enumerate(func.params):
+        buffer = func.buffer_map[param] if hasattr(func, "buffer_map") else param
+        shape = tuple(int(d) if isinstance(d, tvm.tirx.IntImm) else None for d in buffer.shape)
+        operands.append(Operand(index, str(buffer.name), shape, str(buffer.dtype)))
+    if len(operands) < 2:
+        raise ValueError(f"schedule {schedule.get('id', '?')}: main takes no input and output")
+    return operands
+
+
+def _packings(schedule: Mapping[str, Any], inputs: int) -> dict[int, Packing]:
+    """Parameter index -> its packing, from the schedule's ``packed_params``."""
+    found: dict[int, Packing] = {}
+    for item in _field(schedule, "packed_params"):
+        try:
+            index, function = item["index"], item["function"]
+            packed_shape = tuple(int(d) for d in item["packed_shape"])
+            dtype = str(item["dtype"])
+        except (TypeError, KeyError, ValueError) as err:
+            raise ValueError(
+                f"schedule {schedule.get('id', '?')}: bad packed_params entry {item!r}"
+            ) from err
+        if not isinstance(index, int) or not 0 <= index < inputs or not isinstance(function, str):
+            raise ValueError(
+                f"schedule {schedule.get('id', '?')}: bad packed_params entry {item!r}"
+            )
+        found[index] = Packing(function, packed_shape, dtype)
+    return found
+
+
+def _device(canonical: Mapping[str, Any]) -> Any:
+    """The local device a library of this target runs on."""
+    import tvm
+
+    kind = canonical.get("kind")
+    if kind == "llvm":
+        return tvm.cpu(0)
+    if kind == "cuda":
+        return tvm.cuda(0)
+    raise ValueError(f"target.canonical.kind: cannot run a library of kind {kind!r} here")
+
+
+# -- the kernel ------------------------------------------------------------------------------------
+class Kernel:
+    """A loaded schedule: ``kernel(*inputs, out=None)`` runs it on the inputs not bound as
+    constants (in ``main``'s parameter order) and returns the output (a numpy array, or
+    ``out``). Safe to call from several threads; each gets its pool sized on first use."""
+
+    def __init__(
+        self,
+        module: Any,
+        device: Any,
+        operands: list[Operand],
+        packings: dict[int, Packing],
+        threads: int | None,
+        schedule_id: int | None = None,
+    ) -> None:
+        self.module = module
+        self.device = device
+        self.params = tuple(operands[:-1])  # the inputs, in main's order
+        self.output = operands[-1]
+        self.packings = packings
+        self.threads = threads  # None: not a CPU kernel
+        self.schedule_id = schedule_id
+        self.entry = PACKED_ENTRY if packings else "main"
+        missing = [f for f in (self.entry, *(p.function for p in packings.values()))
+                   if not module.implements_function(f)]  # fmt: skip
+        if missing:
+            raise ValueError(f"{self}: the library has no {', '.join(missing)}")
+        self._function = module[self.entry]
+        self._constants: dict[int, Any] = {}  # index -> the tensor main's entry takes
+        self._warned_packing: set[int] = set()
+        self._ensure_threads()  # before the library's first kernel (a pack function) runs
+
+    def __repr__(self) -> str:
+        return f"Kernel(schedule {self.schedule_id}, {self.entry}, threads={self.threads})"
+
+    @property
+    def inputs(self) -> tuple[Operand, ...]:
+        """What a call takes: the parameters not bound as constants, in order."""
+        return tuple(p for p in self.params if p.index not in self._constants)
+
+    @property
+    def constants(self) -> Mapping[int, Any]:
+        """Parameter index -> the bound tensor (packed where the schedule packs it)."""
+        return dict(self._constants)
+
+    def bind(self, param: int | str, value: Any) -> Kernel:
+        """Hold ``value`` as parameter ``param`` (index or TIR name) for every later call:
+        copied once, and packed once with the library's ``pack_<i>`` where the schedule packs
+        it. Later changes to the caller's array are not seen. Returns the kernel."""
+        operand = self._param(param)
+        self._ensure_threads()
+        tensor = self._tensor(operand, value, copy=True)
+        self._constants[operand.index] = self._packed(operand, tensor)
+        return self
+
+    def __call__(self, *inputs: Any, out: Any = None) -> Any:
+        """Run the kernel on ``inputs`` (`inputs` lists them) and return the output: a new
+        numpy array, or ``out`` filled in place. Raises `KernelInputError` for a bad argument."""
+        free = self.inputs
+        if len(inputs) != len(free):
+            names = ", ".join(p.name for p in free) or "none"
+            raise KernelInputError(
+                f"{self} takes {len(free)} input(s) ({names}), got {len(inputs)}"
+            )
+        self._ensure_threads()
+        result = self._out_tensor(out)
+        args: list[Any] = [None] * len(self.params)
+        for index, tensor in self._constants.items():
+            args[index] = tensor
+        for operand, value in zip(free, inputs, strict=True):
+            tensor = self._tensor(operand, value, copy=False)
+            if operand.index in self.packings:
+                self._warn_packing_per_call(operand)
+                tensor = self._packed(operand, tensor)
+            args[operand.index] = tensor
+        self._function(*args, result)
+        return out if out is not None else result.numpy()
+
+    # -- helpers ---------------------------------------------------------------------------
+    def _ensure_threads(self) -> None:
+        if self.threads is not None and getattr(_POOL, "threads", None) != self.threads:
+            pin_threads(self.threads)
+
+    def _param(self, param: int | str) -> Operand:
+        for operand in self.params:
+            if param == operand.index or param == operand.name:
+                return operand
+        names = ", ".join(f"{p.index} ({p.name})" for p in self.params)
+        raise KernelInputError(f"{self}: no input parameter {param!r} (inputs: {names})")
+
+    def _tensor(self, operand: Operand, value: Any, copy: bool) -> Any:
+        """``value`` as a TVM tensor on the kernel's device, checked against ``operand``;
+        without a copy where possible (never shared when ``copy``)."""
+        import tvm
+
+        tensor = value if isinstance(value, tvm.runtime.Tensor) else None
+        if tensor is None and not copy and hasattr(value, "__dlpack__"):
+            try:
+                tensor = tvm.runtime.from_dlpack(value)
+            except (RuntimeError, BufferError, TypeError, ValueError):
+                tensor = None  # misaligned, strided or read-only: copied below
+        if tensor is None:
+            try:
+                tensor = tvm.runtime.tensor(value, self.device)
+            except Exception as err:  # noqa: BLE001 - numpy/TVM raise many kinds
+                raise KernelInputError(f"{operand}: not an array TVM can take: {err}") from err
+        self._check(operand, tuple(tensor.shape), str(tensor.dtype))
+        if tensor.device != self.device or (copy and tensor is value):
+            tensor = tensor.copyto(self.device)
+        return tensor
+
+    def _check(self, operand: Operand, shape: tuple[int, ...], dtype: str) -> None:
+        fits = len(shape) == len(operand.shape) and all(
+            want is None or want == got for want, got in zip(operand.shape, shape, strict=True)
+        )
+        if not fits or dtype != operand.dtype:
+            expected = tuple("?" if d is None else d for d in operand.shape)
+            raise KernelInputError(
+                f"{self}: {operand} is {dtype}{list(shape)}, expected {operand.dtype}"
+                f"{list(expected)}"
+            )
+
+    def _packed(self, operand: Operand, tensor: Any) -> Any:
+        """The weight in the layout ``main_packed`` takes (itself where nothing packs it)."""
+        import tvm
+
+        packing = self.packings.get(operand.index)
+        if packing is None:
+            return tensor
+        packed = tvm.runtime.empty(packing.packed_shape, packing.dtype, self.device)
+        self.module[packing.function](tensor, packed)
+        return packed
+
+    def _warn_packing_per_call(self, operand: Operand) -> None:
+        if operand.index not in self._warned_packing:
+            self._warned_packing.add(operand.index)
+            warnings.warn(
+                f"{self}: {operand} is packed on every call; kernel.bind({operand.index}, "
+                "weight) packs it once, as the schedule was measured",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+
+    def _out_tensor(self, out: Any) -> Any:
+        import tvm
+
+        if out is None:
+            if None in self.output.shape:
+                raise KernelInputError(
+                    f"{self}: the output {self.output.name} has a symbolic shape; pass out="
+                )
+            return tvm.runtime.empty(self.output.shape, self.output.dtype, self.device)
+        try:
+            tensor = out if isinstance(out, tvm.runtime.Tensor) else tvm.runtime.from_dlpack(out)
+        except (RuntimeError, BufferError, TypeError, ValueError) as err:
+            raise KernelInputError(
+                f"{self}: out= must be a writable, C-contiguous, 64-byte aligned array on "
+                f"{self.device} (the kernel writes into it without a copy): {err}"
+            ) from err
+        self._check(self.output, tuple(tensor.shape), str(tensor.dtype))
+        if tensor.device != self.device:
+            raise KernelInputError(f"{self}: out= is on {tensor.device}, not {self.device}")
+        return tensor
+
+
+# -- loading -----------------------------------------------------------------------------------
+def _schedule_json(schedule: Mapping[str, Any] | int, client: TunehubClient | None) -> Any:
+    """The schedule's detail JSON (with its TIR), fetched when ``schedule`` is an id or a
+    list entry."""
+    if isinstance(schedule, Mapping) and "tir" in schedule:
+        return schedule
+    if isinstance(schedule, bool) or not isinstance(schedule, (int, Mapping)):
+        raise TypeError(f"schedule: a schedule id or its JSON, not {type(schedule).__name__}")
+    schedule_id = schedule if isinstance(schedule, int) else _field(schedule, "id")
+    if client is not None:
+        return client.schedule(schedule_id)
+    with TunehubClient() as own:
+        return own.schedule(schedule_id)
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _load_library(
+    schedule: Mapping[str, Any], library: str | Path | None, client: TunehubClient | None
+) -> Any:
+    """The schedule's library, loaded: ``library`` (checked against the artifact's sha256),
+    else downloaded into a temporary folder that is removed once it is loaded."""
+    import tvm
+
+    announced = _field(schedule, "artifact", "sha256")
+    if library is not None:
+        path = Path(library)
+        if not path.is_file():
+            raise ValueError(f"library: no file {path}")
+        if _file_sha256(path) != announced:
+            raise ValueError(
+                f"library: {path} is not schedule {schedule.get('id', '?')}'s artifact "
+                f"(sha256 {_file_sha256(path)}, announced {announced})"
+            )
+        return tvm.runtime.load_module(str(path))
+    with tempfile.TemporaryDirectory(prefix="tunehub-kernel-") as folder:
+        path = Path(folder) / f"{announced}.so"
+        if client is not None:
+            client.download_artifact(_field(schedule, "id"), path)
+        else:
+            with TunehubClient() as own:
+                own.download_artifact(_field(schedule, "id"), path)
+        return tvm.runtime.load_module(str(path))
+
+
+def load_kernel(
+    schedule: Mapping[str, Any] | int,
+    library: str | Path | None = None,
+    *,
+    client: TunehubClient | None = None,
+    constants: Mapping[int | str, Any] | None = None,
+    threads: int | None = None,
+) -> Kernel:
+    """A fetched schedule as a `Kernel`, ready to run at the speed tunehub measured.
+
+    ``schedule``: a schedule id, or its JSON (``TunehubClient.schedule``; a list entry without
+    TIR is fetched again). ``library``: its downloaded artifact (checked against the announced
+    sha256); None downloads it. ``client``: the server to ask (default: ``TUNEHUB_URL``).
+    ``constants``: parameter (index or TIR name) -> weight, bound (packed) once, as
+    `Kernel.bind`. ``threads``: overrides the target's ``num-cores`` (CPU targets).
+
+    The calling thread's TVM pool is sized before anything runs (`pin_threads`): call this
+    before other TVM code in the thread, or get a `ThreadPoolWarning`. Raises ValueError (a
+    `KernelInputError` for a weight) naming the field or parameter at fault."""
+    detail = _schedule_json(schedule, client)
+    canonical = _field(detail, "target", "canonical")
+    count = _threads_for(canonical, threads)
+    device = _device(canonical)
+    operands = _operands(detail)
+    packings = _packings(detail, len(operands) - 1)
+    module = _load_library(detail, library, client)
+    kernel = Kernel(module, device, operands, packings, count, detail.get("id"))
+    for param, value in (constants or {}).items():
+        kernel.bind(param, value)
+    return kernel
