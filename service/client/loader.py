@@ -15,13 +15,14 @@ every call. The worker measured the kernel on the target's ``num-cores`` threads
   packs nothing);
 * it takes numpy arrays, DLPack-capable arrays (PyTorch, JAX, CuPy...) or TVM tensors, checks
   each one's shape and dtype against the schedule's TIR (`KernelInputError` names the
-  parameter), and returns the output as a numpy array, allocated from the schedule's output
-  shape and dtype (or written into ``out=``).
+  parameter), and returns the output (numpy for numpy inputs), allocated from the schedule's
+  output shape and dtype, or written into ``out=``.
 
-Inputs that are C-contiguous, 64-byte aligned and writable on the kernel's device are passed
-without a copy; others (most numpy arrays are only 16-byte aligned) are copied once per call.
-The returned numpy array is a copy of TVM's output; ``out=`` (an aligned, contiguous array)
-takes the output without one.
+Inputs that are C-contiguous, 64-byte aligned and writable are passed without a copy; others
+(numpy aligns big arrays to 16 bytes only) are copied into a tensor each calling thread keeps
+per parameter. The output is TVM's own memory handed over as an array of the first input's
+library (numpy's, through the Python array API's ``from_dlpack``; a numpy copy when no input
+has an array namespace), or written into ``out=`` (aligned and contiguous).
 
 TVM is imported when a kernel is loaded, not when this module is.
 """
@@ -252,6 +253,8 @@ class Kernel:
         self._function = module[self.entry]
         self._constants: dict[int, Any] = {}  # index -> the tensor main's entry takes
         self._warned_packing: set[int] = set()
+        self._stages = threading.local()  # .tensors: operand index -> this thread's copy target
+        self._on_cpu = device.dlpack_device_type() == 1  # kDLCPU
         self._ensure_threads()  # before the library's first kernel (a pack function) runs
 
     def __repr__(self) -> str:
@@ -279,7 +282,8 @@ class Kernel:
 
     def __call__(self, *inputs: Any, out: Any = None) -> Any:
         """Run the kernel on ``inputs`` (`inputs` lists them) and return the output: a new
-        numpy array, or ``out`` filled in place. Raises `KernelInputError` for a bad argument."""
+        array (numpy for numpy inputs, see the module's notes), or ``out`` filled in place.
+        Raises `KernelInputError` for a bad argument."""
         free = self.inputs
         if len(inputs) != len(free):
             names = ", ".join(p.name for p in free) or "none"
@@ -298,7 +302,10 @@ class Kernel:
                 tensor = self._packed(operand, tensor)
             args[operand.index] = tensor
         self._function(*args, result)
-        return out if out is not None else result.numpy()
+        if out is not None:
+            return out
+        namespace = _namespace(inputs) if self._on_cpu else None
+        return namespace.from_dlpack(result) if namespace is not None else result.numpy()
 
     # -- helpers ---------------------------------------------------------------------------
     def _ensure_threads(self) -> None:
@@ -313,16 +320,18 @@ class Kernel:
         raise KernelInputError(f"{self}: no input parameter {param!r} (inputs: {names})")
 
     def _tensor(self, operand: Operand, value: Any, copy: bool) -> Any:
-        """``value`` as a TVM tensor on the kernel's device, checked against ``operand``;
-        without a copy where possible (never shared when ``copy``)."""
+        """``value`` as a TVM tensor on the kernel's device, checked against ``operand``: its own
+        memory where TVM can run on it as is, else copied into this thread's staging tensor of
+        the operand; a new tensor of its own when ``copy`` (what `bind` keeps)."""
         import tvm
 
         tensor = value if isinstance(value, tvm.runtime.Tensor) else None
-        if tensor is None and not copy and hasattr(value, "__dlpack__"):
-            try:
-                tensor = tvm.runtime.from_dlpack(value)
-            except (RuntimeError, BufferError, TypeError, ValueError):
-                tensor = None  # misaligned, strided or read-only: copied below
+        if tensor is None and not copy:
+            tensor = _shared(value)
+        static = None not in operand.shape
+        if tensor is None and not copy and static and hasattr(value, "__array_interface__"):
+            self._check(operand, tuple(value.shape), str(value.dtype))
+            return self._stage(operand).copyfrom(value)
         if tensor is None:
             try:
                 tensor = tvm.runtime.tensor(value, self.device)
@@ -332,6 +341,20 @@ class Kernel:
         if tensor.device != self.device or (copy and tensor is value):
             tensor = tensor.copyto(self.device)
         return tensor
+
+    def _stage(self, operand: Operand) -> Any:
+        """This thread's tensor for copies of ``operand`` (allocated once per thread)."""
+        import tvm
+
+        stages: dict[int, Any] | None = getattr(self._stages, "tensors", None)
+        if stages is None:
+            stages = self._stages.tensors = {}
+        stage = stages.get(operand.index)
+        if stage is None:
+            stage = stages[operand.index] = tvm.runtime.empty(
+                operand.shape, operand.dtype, self.device
+            )
+        return stage
 
     def _check(self, operand: Operand, shape: tuple[int, ...], dtype: str) -> None:
         fits = len(shape) == len(operand.shape) and all(
@@ -385,6 +408,37 @@ class Kernel:
         if tensor.device != self.device:
             raise KernelInputError(f"{self}: out= is on {tensor.device}, not {self.device}")
         return tensor
+
+
+def _shared(value: Any) -> Any:
+    """``value`` as a TVM tensor over its own memory, or None where TVM cannot run on that:
+    not 64-byte aligned, not C-contiguous or read-only (numpy arrays are checked first, since a
+    refused DLPack export costs more than the check)."""
+    import tvm
+
+    interface = getattr(value, "__array_interface__", None)
+    if interface is not None:
+        pointer, readonly = interface["data"]
+        if readonly or pointer % 64 or interface.get("strides") is not None:
+            return None
+    elif not hasattr(value, "__dlpack__"):
+        return None
+    try:
+        return tvm.runtime.from_dlpack(value)
+    except (RuntimeError, BufferError, TypeError, ValueError):
+        return None
+
+
+def _namespace(inputs: tuple[Any, ...]) -> Any:
+    """The array namespace (Python array API) of the first input that has one: numpy's for
+    numpy arrays. The output is returned as its array, over TVM's memory (no copy)."""
+    for value in inputs:
+        get = getattr(value, "__array_namespace__", None)
+        if get is not None:
+            namespace = get()
+            if hasattr(namespace, "from_dlpack"):
+                return namespace
+    return None
 
 
 # -- loading -----------------------------------------------------------------------------------

@@ -131,6 +131,13 @@ def test_a_plain_schedule_runs_main_and_computes_numpys_matmul(served: Served) -
     out = _aligned((32, 32))
     assert kernel(a, out=out) is out  # written in place, no copy
     np.testing.assert_allclose(out, a @ b, rtol=1e-4, atol=1e-4)
+    # Every call returns its own output, whether the input was copied (staged) or shared.
+    shared = _aligned((32, 32))
+    shared[:] = 2 * a
+    first, second = kernel(a), kernel(shared)
+    assert isinstance(first, np.ndarray) and first.dtype == np.float32
+    np.testing.assert_allclose(first, a @ b, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(second, 2 * a @ b, rtol=1e-4, atol=1e-4)
 
 
 def test_a_packed_schedule_packs_the_weight_once(served: Served, tmp_path: Path) -> None:
