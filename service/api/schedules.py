@@ -2,22 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import FileResponse, Response
+from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
 from schedules_db import lookups
 from service.api.deps import ServicesDep, StoreDep
 from service.api.models import ScheduleDetail, ScheduleOut
+from service.api.usecases.best_schedule import NOT_TUNED, best_schedule
 from service.api.usecases.target_names import target_id_of
 from service.api.views import schedule_detail_bytes
 from service.auth import AnyReader
 from service.errors import not_found, responses
 from service.fast_json import json_answer, json_bytes
 from service.reads import lookup
-from service.schemas import RowId, schedule_json
+from service.schemas import SHASH_PATTERN, RowId, schedule_json
 from service.strict_input import StrictRoute
 
 router = APIRouter(prefix="/schedules", tags=["schedules"], route_class=StrictRoute)
@@ -32,6 +34,23 @@ ARTIFACT_RESPONSES: dict[int | str, dict[str, Any]] = {
         },
     },
     **responses(304, 404),
+}
+
+
+class NotTunedOut(BaseModel):
+    """The 404 of ``GET /schedules/best``: what has no verified schedule."""
+
+    detail: str
+    type: str = NOT_TUNED
+    workload: str
+    target: dict[str, str | None]
+    operator: str | None
+    params: dict[str, Any]
+    tvm_series: str | None
+
+
+BEST_RESPONSES: dict[int | str, dict[str, Any]] = {
+    404: {"model": NotTunedOut, "description": "Nothing verified for this key (type not_tuned)"}
 }
 
 
@@ -53,6 +72,25 @@ async def list_schedules(
             return json_answer(request, b"[]")
     found = await lookup(store, lookups.schedules, operator, target_id, workload_id, limit)
     return json_answer(request, json_bytes([schedule_json(*parts) for parts in found]))
+
+
+@router.get("/best", response_model=ScheduleOut, responses=BEST_RESPONSES)
+def get_best(
+    who: AnyReader,
+    store: StoreDep,
+    target: Annotated[str, Query(max_length=4096, description="key, label, 'host' or JSON")],
+    operator: Annotated[str | None, Query(max_length=64)] = None,
+    params: Annotated[
+        str | None, Query(max_length=4096, description='the operator\'s params: {"M": 32}')
+    ] = None,
+    workload: Annotated[
+        str | None, Query(pattern=SHASH_PATTERN, description="a structural hash instead")
+    ] = None,
+) -> dict[str, Any]:
+    """The verified best schedule of a catalog operator with its params (or of a workload
+    hash) on a target, in this server's TVM series: what ``tunehub fetch --operator`` downloads.
+    The service builds the operator's workload itself (params are checked as for a job)."""
+    return schedule_json(*best_schedule(store, target, operator, params, workload))
 
 
 @router.get("/{schedule_id}", response_model=ScheduleDetail, responses=responses(304, 404))

@@ -10,9 +10,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from service.client.fetch import FetchedLibrary, NotTuned, Offline
 from service.client.http import TunehubClient
 
 BAR_WIDTH = 30
+EXIT_NOT_TUNED = 4  # `tunehub fetch` by key: nothing verified for it (2: HTTP error, 3: sha256)
+EXIT_OFFLINE = 5  # `tunehub fetch` by key: the server is unreachable and nothing is cached
 
 
 def _client(args: argparse.Namespace) -> TunehubClient:
@@ -179,7 +182,12 @@ def cmd_schedules(args: argparse.Namespace) -> int:
 
 
 def cmd_fetch(args: argparse.Namespace) -> int:
-    """Download a schedule's shared library (sha256-checked), or its JSON with --schedule."""
+    """Download a schedule's shared library (sha256-checked), or its JSON with --schedule; by
+    key (--operator/--workload and --target), the verified best through the library cache."""
+    if args.schedule_id is None:
+        return _fetch_key(args)
+    if args.operator or args.workload or args.tune_if_missing:
+        raise SystemExit("tunehub fetch: give a SCHEDULE_ID or a key (--operator/--workload)")
     with _client(args) as client:
         if args.schedule:
             text = json.dumps(client.schedule(args.schedule_id), indent=2)
@@ -189,6 +197,67 @@ def cmd_fetch(args: argparse.Namespace) -> int:
         sha = client.download_artifact(args.schedule_id, output)
     print(f"{output}: sha256 {sha}")
     return 0
+
+
+def _fetch_key(args: argparse.Namespace) -> int:
+    """`tunehub fetch --operator ... | --workload ...`: exit `EXIT_NOT_TUNED` when nothing is
+    tuned (unless --tune-if-missing --wait tunes it first), `EXIT_OFFLINE` when the server is
+    unreachable and nothing is cached."""
+    if (args.operator is None) == (args.workload is None):
+        raise SystemExit("tunehub fetch: give a SCHEDULE_ID, --operator NAME or --workload HASH")
+    if args.target is None:
+        raise SystemExit("tunehub fetch: --target is required with --operator or --workload")
+    if args.schedule or (args.tune_if_missing and args.workload):
+        raise SystemExit(
+            "tunehub fetch: --schedule takes a SCHEDULE_ID; --tune-if-missing an operator"
+        )
+    params = dict(args.param or [])
+    output = args.output or "tunehub-library.so"
+    with _client(args) as client:
+        try:
+            fetched = _fetch(client, args, params, output)
+        except NotTuned as missing:
+            print(f"tunehub: {missing.detail}", file=sys.stderr)
+            if not args.tune_if_missing:
+                print(_how_to_tune(args, params), file=sys.stderr)
+                return EXIT_NOT_TUNED
+            job = client.submit(args.operator, params, _target_arg(args.target), args.trials)
+            print(f"job {job['id']}: {job['state']}" + (" (cache hit)" if job["cache_hit"] else ""))
+            if not args.wait:
+                print(f"  follow it with `tunehub watch {job['id']}`, then fetch again")
+                return EXIT_NOT_TUNED
+            if _follow(client, job["id"]) != 0:
+                return 1
+            fetched = _fetch(client, args, params, output)
+        except Offline as err:
+            print(f"tunehub: {err}", file=sys.stderr)
+            return EXIT_OFFLINE
+    for note in fetched.notes:
+        print(note, file=sys.stderr)
+    origin = " (offline, cached)" if fetched.offline else " (cached)" if fetched.from_cache else ""
+    print(f"{fetched.path}: sha256 {fetched.sha256}, schedule {fetched.schedule_id}{origin}")
+    return 0
+
+
+def _fetch(
+    client: TunehubClient, args: argparse.Namespace, params: dict[str, Any], output: str
+) -> FetchedLibrary:
+    return client.fetch_library(args.target, output, args.operator, params, args.workload)
+
+
+def _how_to_tune(args: argparse.Namespace, params: dict[str, Any]) -> str:
+    if args.workload:
+        return (
+            "  tune it by operator: tunehub fetch --operator NAME --param K=V ... "
+            "--tune-if-missing --wait"
+        )
+    flags = " ".join(
+        f"--param {k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in params.items()
+    )
+    return (
+        f"  tune it: tunehub submit {args.operator} {flags} --target '{args.target}' --wait\n"
+        f"  or add --tune-if-missing --wait to this command"
+    )
 
 
 def cmd_whoami(args: argparse.Namespace) -> int:
@@ -253,10 +322,32 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     _server_options(p)
     p.set_defaults(func=cmd_schedules)
 
-    p = sub.add_parser("fetch", help="download a schedule's compiled library")
-    p.add_argument("schedule_id", type=int)
-    p.add_argument("-o", "--output")
+    p = sub.add_parser(
+        "fetch",
+        help="download a compiled library: by schedule id, or a key's verified best (cached)",
+        description="Download a schedule's library by id, or the verified best of a key "
+        "(--operator with --param, or --workload, and --target) through the cache in "
+        "$XDG_CACHE_HOME/tunehub (~/.cache/tunehub): an unchanged library is not downloaded "
+        "again and an unreachable server is answered from the cache. Exit status: 0 done, "
+        "2 refused (HTTP error), 3 sha256 mismatch, 4 nothing tuned for the key, 5 server "
+        "unreachable and nothing cached.",
+    )
+    p.add_argument("schedule_id", type=int, nargs="?")
+    p.add_argument(
+        "-o",
+        "--output",
+        help="where to write it (default: schedule<ID>.so, or tunehub-library.so by key)",
+    )
     p.add_argument("--schedule", action="store_true", help="fetch the schedule JSON instead")
+    p.add_argument("--operator", help="a catalog operator (see `tunehub operators`)")
+    p.add_argument("--param", action="append", type=_parse_param, help="NAME=VALUE")
+    p.add_argument("--workload", metavar="HASH", help="a workload's structural hash instead")
+    p.add_argument("--target", help="key, label, 'host' (the server's) or JSON")
+    p.add_argument(
+        "--tune-if-missing", action="store_true", help="submit a job when nothing is tuned"
+    )
+    p.add_argument("--trials", type=int, default=64, help="trials of that job")
+    p.add_argument("--wait", action="store_true", help="wait for that job, then fetch")
     _server_options(p)
     p.set_defaults(func=cmd_fetch)
 

@@ -12,50 +12,16 @@ from typing import Any
 
 import httpx
 
+from service.client.cache import LibraryCache
+from service.client.errors import IntegrityError, TunehubError, answer_error
+from service.client.fetch import FetchedLibrary, fetch_library
+
+__all__ = ["FetchedLibrary", "IntegrityError", "TunehubClient", "TunehubError"]
+
 DEFAULT_URL = "http://127.0.0.1:8000"
 WORKLOAD_FILE = "database_workload.json"  # the two files of a MetaSchedule JSONDatabase
 RECORD_FILE = "database_tuning_record.json"
 FINAL_STATES = ("succeeded", "failed", "cancelled")
-
-
-class TunehubError(Exception):
-    """An error answer of the service (``status`` and FastAPI's ``detail``)."""
-
-    def __init__(self, status: int, detail: Any) -> None:
-        super().__init__(f"HTTP {status}: {detail}")
-        self.status = status
-        self.detail = detail
-
-    def describe(self) -> str:
-        """For people: a 422 as one line per field (``operator.params.M: Input should be
-        greater than or equal to 1 (got 0)``), anything else as the status and detail."""
-        errors = self.detail if isinstance(self.detail, list) else None
-        if not errors or not all(isinstance(e, dict) for e in errors):
-            return str(self)
-        lines = [f"HTTP {self.status}: {len(errors)} field(s) refused"]
-        lines += [f"  {_field(e.get('loc'))}: {e.get('msg', 'invalid')}{_got(e)}" for e in errors]
-        return "\n".join(lines)
-
-
-def _field(loc: Any) -> str:
-    """A FastAPI error location as a dotted field name, without its ``body``/``query``/``path``."""
-    parts = [str(part) for part in loc] if isinstance(loc, list) else [str(loc)]
-    if len(parts) > 1 and parts[0] in ("body", "query", "path", "header"):
-        parts = parts[1:]
-    return ".".join(parts)
-
-
-def _got(error: dict[str, Any]) -> str:
-    """`` (got X)`` for a short scalar input, else nothing."""
-    value = error.get("input")
-    if isinstance(value, (dict, list)) or value is None:
-        return ""
-    text = json.dumps(value)
-    return f" (got {text})" if len(text) <= 60 else ""
-
-
-class IntegrityError(Exception):
-    """A downloaded artifact whose sha256 differs from what the service announced."""
 
 
 class TunehubClient:
@@ -85,11 +51,7 @@ class TunehubClient:
     def _json(self, response: httpx.Response) -> Any:
         """The body of a successful answer; `TunehubError` for an error answer."""
         if response.status_code >= 400:
-            try:
-                detail = response.json().get("detail")
-            except ValueError:
-                detail = response.text
-            raise TunehubError(response.status_code, detail)
+            raise answer_error(response)
         return response.json()
 
     def _object(self, response: httpx.Response) -> dict[str, Any]:
@@ -266,6 +228,25 @@ class TunehubClient:
             )
         partial.replace(dest)
         return announced
+
+    def fetch_library(
+        self,
+        target: str | dict[str, Any],
+        dest: str | Path,
+        operator: str | None = None,
+        params: dict[str, Any] | None = None,
+        workload: str | None = None,
+        cache: LibraryCache | None = None,
+    ) -> FetchedLibrary:
+        """Write the verified library of ``operator`` with ``params`` (or of the workload hash
+        ``workload``) on ``target`` to ``dest``, through the library cache (default
+        ``$XDG_CACHE_HOME/tunehub`` or ``~/.cache/tunehub``): an unchanged library is not
+        downloaded again, and an unreachable server is answered from the cache (``offline``).
+        Raises `service.client.fetch.NotTuned` when nothing is tuned for the key (see
+        `service.client.fetch.fetch_library` for the other errors)."""
+        return fetch_library(
+            self.http, self.base_url, target, dest, operator, params, workload, cache
+        )
 
     def operators(self) -> list[dict[str, Any]]:
         """The operator catalog with parameter schemas."""

@@ -116,6 +116,7 @@ SAMPLES = {
     ),
     ("GET", "/api/v1/jobs/{job_id}/events"): Sample(200, path={"job_id": "done"}),
     ("GET", "/api/v1/schedules"): Sample(200),
+    ("GET", "/api/v1/schedules/best"): Sample(404, query={"workload": "1", "target": "host"}),
     ("GET", "/api/v1/schedules/{schedule_id}"): Sample(404, path={"schedule_id": "none"}),
     ("GET", "/api/v1/schedules/{schedule_id}/artifact"): Sample(404, path={"schedule_id": "none"}),
     ("GET", "/api/v1/workloads"): Sample(200),
