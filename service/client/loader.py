@@ -122,9 +122,10 @@ def pin_threads(threads: int) -> int:
             ThreadPoolWarning(
                 f"this kernel was measured on {threads} threads but runs on {running}: TVM's "
                 f"thread pool of this Python thread had started with {running} before the "
-                "kernel was loaded (some TVM code ran a kernel or read tvm.runtime.num_threads() "
-                "first), and TVM cannot grow a started pool. Load kernels before running other "
-                f"TVM code in this thread, or start Python with {THREADS_ENV}={threads}."
+                "kernel first ran in it (other TVM code ran a kernel or read "
+                "tvm.runtime.num_threads() first), and TVM cannot grow a started pool. Load "
+                "kernels before running other TVM code in the thread, or start Python with "
+                f"{THREADS_ENV}={threads}."
             ),
             stacklevel=3,
         )
