@@ -2,6 +2,8 @@
 own and resource limits around one child process per request (`run_isolated`)."""
 
 from tuning.sandbox.runner import (
+    MODEL_COMPILE_LIMITS,
+    MODEL_IMPORT_LIMITS,
     Limits,
     SandboxBusy,
     SandboxError,
@@ -14,6 +16,8 @@ from tuning.sandbox.runner import (
 )
 
 __all__ = [
+    "MODEL_COMPILE_LIMITS",
+    "MODEL_IMPORT_LIMITS",
     "Limits",
     "SandboxBusy",
     "SandboxError",

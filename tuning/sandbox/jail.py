@@ -7,9 +7,11 @@ other process uses, sets the resource limits, and runs the untrusted-input progr
 child, staying PID 1 to report how that child ended. What
 the program can see afterwards, read-only and nothing else: ``/usr`` (with ``/bin`` and
 ``/lib*``), ``/etc/ld.so.cache``, the Python installation, the `tuning` package, and
-``/dev/null``, ``/dev/zero``, ``/dev/random`` and ``/dev/urandom``. No ``/proc``, ``/tmp``,
-``/dev/shm``, data directory, checkout, socket directory or network (the new network
-namespace holds only a loopback device that is down). Exit status 111 with a line on stderr
+``/dev/null``, ``/dev/zero``, ``/dev/random`` and ``/dev/urandom``; where the caller asks, a
+private tmpfs of bounded size at ``/tmp`` and one host directory read-write at ``/out`` (see
+`tuning.sandbox.runner.run_isolated`). No ``/proc``, ``/dev/shm``, data directory, checkout,
+socket directory or network (the new network namespace holds only a loopback device that is
+down). Exit status 111 with a line on stderr
 means the jail itself could not be built (the caller reports isolation as unavailable).
 """
 
@@ -72,9 +74,11 @@ def _bind_read_only(path: str, new_root: str) -> None:
     _mount(None, inside, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
 
 
-def build_root(paths: list[str]) -> None:
-    """A read-only root holding ``paths`` (and a few device nodes); chroot into it."""
-    new_root = pick_root(paths)
+def build_root(paths: list[str], tmp_bytes: int = 0, out: str | None = None) -> None:
+    """A read-only root holding ``paths`` (and a few device nodes); chroot into it. With
+    ``tmp_bytes``, a private tmpfs of that size at ``/tmp``; with ``out``, that host directory
+    read-write (no devices, set-id bits or execution) at ``/out``."""
+    new_root = pick_root(paths + ([out] if out else []))
     _mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing below propagates to the host
     _mount("tmpfs", new_root, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0755")
     for path in paths:
@@ -85,6 +89,16 @@ def build_root(paths: list[str]) -> None:
         node = new_root + "/dev/" + name
         open(node, "w").close()  # noqa: SIM115
         _mount("/dev/" + name, node, None, MS_BIND)
+    if tmp_bytes:
+        os.makedirs(new_root + "/tmp")
+        # Executable: a compiled library is loaded back from here (mmap with PROT_EXEC).
+        _mount("tmpfs", new_root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV,
+               f"size={tmp_bytes},mode=1777")  # fmt: skip
+    if out:
+        os.makedirs(new_root + "/out")
+        _mount(out, new_root + "/out", None, MS_BIND)
+        _mount(None, new_root + "/out", None,
+               MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV | MS_NOEXEC)  # fmt: skip
     _mount(None, new_root, "tmpfs", MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
     os.chroot(new_root)
     os.chdir("/")
@@ -117,7 +131,7 @@ def main() -> None:
         if os.getpid() != 1:
             raise OSError("not the first process of a new PID namespace")
         join_cgroups(config["cgroups"])
-        build_root(config["paths"])
+        build_root(config["paths"], config.get("tmp_bytes", 0), config.get("out"))
         drop_privileges(config["uid"], config["limits"])
     except OSError as err:
         sys.stderr.write(f"tunehub-jail: {err}\n")

@@ -25,11 +25,12 @@ import secrets
 import selectors
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,6 +78,7 @@ class Limits:
     file_size: int = 0  # the root is read-only anyway
     answer_bytes: int = 8 << 20  # a module's JSON; decoding costs the parent ~30x this
     stderr_bytes: int = 64 << 10
+    tmp_bytes: int = 0  # a private tmpfs at /tmp of this size (0: no /tmp at all)
 
     def rlimits(self) -> dict[str, int]:
         """The limits as `resource` names (set by the jail before it drops privileges)."""
@@ -89,6 +91,27 @@ class Limits:
             "RLIMIT_CORE": 0,
             "RLIMIT_MEMLOCK": 0,
         }
+
+
+# A whole model: import + fusion + task extraction (MODEL_IMPORT_LIMITS, also the second child
+# re-deriving the tasks), and the compile of the untuned and tuned builds, each exported,
+# linked with g++ in /tmp, loaded, run and timed (MODEL_COMPILE_LIMITS). Measured figures
+# are in the comments; the margins cover models a few times larger and a slower host.
+MODEL_IMPORT_LIMITS = Limits(
+    cpu_seconds=120,
+    wall_seconds=180.0,
+    address_space=4 << 30,
+    tree_memory=4 << 30,
+    answer_bytes=32 << 20,
+)
+MODEL_COMPILE_LIMITS = Limits(
+    cpu_seconds=600,
+    wall_seconds=600.0,
+    address_space=4 << 30,
+    tree_memory=6 << 30,  # the processes, and /tmp's pages (a tmpfs is charged to its writer)
+    file_size=1 << 30,  # the exported library embeds the weights
+    tmp_bytes=1 << 30,  # two libraries, g++'s objects
+)
 
 
 @dataclass
@@ -166,7 +189,9 @@ def _visible_paths() -> list[str]:
     return sorted(set(paths))
 
 
-def _command(uid: int, limits: Limits, cgroups: list[Path]) -> list[str]:
+def _command(
+    uid: int, limits: Limits, cgroups: list[Path], output_dir: Path | None = None
+) -> list[str]:
     package_root = str(Path(tuning.__file__).resolve().parent.parent)
     bootstrap = (
         f"import sys; sys.path.insert(0, {package_root!r}); "
@@ -177,6 +202,8 @@ def _command(uid: int, limits: Limits, cgroups: list[Path]) -> list[str]:
         "uid": uid,
         "cgroups": [str(group) for group in cgroups],
         "limits": limits.rlimits(),
+        "tmp_bytes": limits.tmp_bytes,
+        "out": str(output_dir) if output_dir is not None else None,
         "argv": [sys.executable, "-I", "-B", "-c", bootstrap],
         "env": {
             "PATH": "/usr/bin:/bin",
@@ -184,6 +211,7 @@ def _command(uid: int, limits: Limits, cgroups: list[Path]) -> list[str]:
             "LANG": "C.UTF-8",
             "OMP_NUM_THREADS": "1",
             "TVM_NUM_THREADS": "1",
+            **({"TMPDIR": "/tmp"} if limits.tmp_bytes else {}),
         },
     }
     jail = str(Path(__file__).with_name("jail.py"))
@@ -339,9 +367,20 @@ def _death(code: int, stderr: bytes) -> str:
 
 
 def run_isolated(
-    task: str, payload: dict[str, Any], limits: Limits | None = None
+    task: str,
+    payload: dict[str, Any],
+    limits: Limits | None = None,
+    output_dir: Path | None = None,
+    output_files: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Run ``task`` of `tuning.sandbox.child` on ``payload`` in a fresh jail; its JSON answer.
+
+    With ``output_dir`` (a new or empty directory) the child sees it read-write at ``/out``
+    holding one empty file per name of ``output_files`` that it may write (up to
+    ``limits.file_size`` each) and nothing else: the directory stays the parent's, so the
+    child can neither add, remove nor replace entries, and its disk use is bounded. Once the
+    child is gone every file is checked (a plain file, one link, within the size) and given
+    back to this process's uid, mode 0644.
 
     Raises `SandboxBusy`, `SandboxUnavailable`, or `SandboxFailed` (crash, limit, protocol).
     The answer is only as trustworthy as the input: callers check what they key on.
@@ -350,17 +389,63 @@ def run_isolated(
     reason = unavailable_reason()
     if reason:
         raise SandboxUnavailable(f"isolation is unavailable: {reason}")
+    if output_dir is not None and not output_files:
+        raise ValueError("an output directory needs the names of the files the child writes")
     with holding_slot(retry_after=max(1, int(limits.wall_seconds // 4))):
-        return _run(task, payload, limits)
+        return _run(task, payload, limits, output_dir, tuple(output_files))
 
 
-def _run(task: str, payload: dict[str, Any], limits: Limits) -> dict[str, Any]:
+def _prepare_outputs(output_dir: Path, names: tuple[str, ...], uid: int) -> None:
+    """``output_dir`` owned by this process (mode 0755), with an empty file per name that
+    only ``uid`` may write."""
+    if any(not name or "/" in name or name in (".", "..") for name in names):
+        raise ValueError(f"output file names must be plain names: {names}")
+    output_dir.mkdir(mode=0o755, exist_ok=True)
+    if output_dir.is_symlink() or any(output_dir.iterdir()):
+        raise ValueError(f"{output_dir} must be a new or empty directory")
+    os.chown(output_dir, os.geteuid(), os.getegid())
+    output_dir.chmod(0o755)
+    for name in names:
+        fd = os.open(output_dir / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        try:
+            os.fchown(fd, uid, uid)
+        finally:
+            os.close(fd)
+
+
+def _reclaim_outputs(output_dir: Path, names: tuple[str, ...], limits: Limits) -> None:
+    """Every output file a plain, singly linked file within ``limits.file_size``, owned by
+    this process again (which clears any set-id bit) and mode 0644; `SandboxFailed` if not."""
+    for name in names:
+        fd = os.open(output_dir / name, os.O_RDONLY | os.O_NOFOLLOW)
+        try:
+            info = os.fstat(fd)
+            os.fchown(fd, os.geteuid(), os.getegid())
+            os.fchmod(fd, 0o644)
+        finally:
+            os.close(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+            raise SandboxFailed(f"the isolated child left {name} as something else than a file")
+        if info.st_size > limits.file_size:
+            raise SandboxFailed(f"the isolated child wrote more than {limits.file_size} bytes")
+
+
+def _run(
+    task: str,
+    payload: dict[str, Any],
+    limits: Limits,
+    output_dir: Path | None,
+    output_files: tuple[str, ...],
+) -> dict[str, Any]:
     uid = secrets.randbelow(UID_RANGE[1] - UID_RANGE[0]) + UID_RANGE[0]
     cgroups: list[Path] = []
+    if output_dir is not None:
+        output_dir = output_dir.resolve()
+        _prepare_outputs(output_dir, output_files, uid)
     try:
         cgroups = _make_cgroups(uid, limits)
         proc = subprocess.Popen(
-            _command(uid, limits, cgroups),
+            _command(uid, limits, cgroups, output_dir),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -378,6 +463,8 @@ def _run(task: str, payload: dict[str, Any], limits: Limits) -> dict[str, Any]:
             _kill_uid(uid)
     finally:
         _remove_cgroups(cgroups)
+        if output_dir is not None:
+            _reclaim_outputs(output_dir, output_files, limits)
     if stopped:
         raise SandboxFailed(f"the isolated child {stopped} and was killed")
     if code != 0:

@@ -10,54 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tuning.ir import arg_specs, normalize, structural_hash
-from tuning.sandbox.tir_checks import UnsafeTir, check_user_function
+from tuning.sandbox.model_tasks import MODEL_TASKS
+from tuning.sandbox.workloads import Refused, checked_module, derive, describe
 
-MAX_BUFFER_BYTES = 1 << 30
-
-
-class Refused(ValueError):
-    """The input is not a function the service accepts (the message says why)."""
-
-
-def _checked_module(obj: Any) -> Any:
-    """The normalised one-function IRModule of a parsed object, after every safety check."""
-    import numpy as np
-    import tvm
-
-    if isinstance(obj, tvm.IRModule):
-        funcs = [f for _, f in obj.functions_items() if isinstance(f, tvm.tirx.PrimFunc)]
-        if len(funcs) != 1 or len(obj.functions_items()) != 1:
-            raise Refused("the module must hold exactly one PrimFunc")
-        obj = funcs[0]
-    if not isinstance(obj, tvm.tirx.PrimFunc):
-        raise Refused(f"expected a PrimFunc, got {type(obj).__name__}")
-    mod = normalize(obj)
-    try:
-        specs = arg_specs(mod["main"])
-    except (TypeError, ValueError, KeyError, AttributeError):
-        raise Refused("every parameter must be a buffer of static shape") from None
-    if len(specs) < 2:
-        raise Refused("the function needs inputs and one output (last)")
-    total = sum(int(np.prod(shape)) * tvm.DataType(dtype).bits // 8 for shape, dtype in specs)
-    if total > MAX_BUFFER_BYTES:
-        raise Refused(f"buffers take {total} bytes, over {MAX_BUFFER_BYTES}")
-    try:
-        check_user_function(mod["main"])
-    except UnsafeTir as err:
-        raise Refused(str(err)) from None
-    return mod
-
-
-def _described(mod: Any) -> dict[str, Any]:
-    import tvm
-    from tvm.s_tir.analysis import estimate_tir_flops
-
-    return {
-        "mod_json": tvm.ir.save_json(mod),
-        "shash": structural_hash(mod),
-        "flop": float(estimate_tir_flops(mod)),
-    }
+__all__ = ["TASKS", "Refused", "check", "derive", "parse"]
 
 
 def parse(format: str, source: str) -> dict[str, Any]:  # noqa: A002 - the request's field
@@ -72,14 +28,7 @@ def parse(format: str, source: str) -> dict[str, Any]:  # noqa: A002 - the reque
         obj = tvm.ir.load_json(source)
     else:
         raise Refused(f"unknown format {format!r}")
-    return _described(_checked_module(obj))
-
-
-def derive(mod_json: str) -> dict[str, Any]:
-    """Load another child's module JSON afresh and derive what the service keys on."""
-    import tvm
-
-    return _described(_checked_module(tvm.ir.load_json(mod_json)))
+    return describe(checked_module(obj))
 
 
 def check(mod_json: str, shash: str, traces: list[Any]) -> dict[str, Any]:
@@ -88,8 +37,8 @@ def check(mod_json: str, shash: str, traces: list[Any]) -> dict[str, Any]:
     import tvm
     from tvm.s_tir.schedule import Schedule, Trace
 
-    mod = _checked_module(tvm.ir.load_json(mod_json))
-    described = _described(mod)
+    mod = checked_module(tvm.ir.load_json(mod_json))
+    described = describe(mod)
     if described["shash"] != shash or described["mod_json"] != mod_json:
         raise Refused("the module does not match its structural hash")
     bad = []
@@ -101,4 +50,9 @@ def check(mod_json: str, shash: str, traces: list[Any]) -> dict[str, Any]:
     return {"bad_traces": bad}
 
 
-TASKS: dict[str, Callable[..., dict[str, Any]]] = {"parse": parse, "derive": derive, "check": check}
+TASKS: dict[str, Callable[..., dict[str, Any]]] = {
+    "parse": parse,
+    "derive": derive,
+    "check": check,
+    **MODEL_TASKS,  # a model's import, its tasks' re-derivation, its compile
+}

@@ -1,0 +1,251 @@
+"""The isolated child's tasks on a user's model: import it and extract its tuning tasks,
+re-derive tasks from their JSON, and compile it with tuned schedules (writing ``/out``).
+
+They run the ONNX importer, the TVMScript parser and TVM's compiler on user input, so they
+run only inside the jail (`tuning.sandbox.user_model` is the parent's side). A refusal's
+message starts with the request field it concerns ("source: …" or "inputs: …").
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+import shutil
+import statistics
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tuning.sandbox.workloads import Refused, checked_module, derive, describe
+
+MAX_TASKS = 500
+OUTPUT_FILE = "model.so"
+OUT_DIR = Path("/out")
+BUILD_DIR = Path("/tmp/tunehub-build")
+TIME_BUDGET_S = 3.0  # per model and build: repeats are fitted into it (at least 3)
+MAX_REPEATS = 50
+# A tuned schedule reorders float reductions; beyond this, it computes something else.
+ATOL, RTOL = 1e-3, 1e-3
+
+
+def _refused(field: str, message: str) -> Refused:
+    return Refused(f"{field}: {message}")
+
+
+def _model(format: str, source: str, inputs: Any, target: Any) -> tuple[Any, Any, list[Any]]:  # noqa: A002
+    """(fused module, target, inputs) of a request, or `Refused` naming the field."""
+    import tvm
+
+    from tuning.models.frontends import ModelRefused, relax_module
+    from tuning.models.inputs import InvalidInputs, inputs_from_json
+    from tuning.models.pipeline import tuning_pipeline
+
+    try:
+        given = inputs_from_json(inputs)
+    except InvalidInputs as err:
+        raise _refused("inputs", str(err)) from None
+    if not isinstance(source, str):
+        raise _refused("source", "the model must be sent as text")
+    data: bytes | str = source
+    if format == "onnx":
+        try:
+            data = base64.b64decode(source, validate=True)
+        except (binascii.Error, ValueError):
+            raise _refused("source", "an ONNX model is sent base64-encoded") from None
+    try:
+        target = tvm.target.Target(target)
+    except Exception as err:  # noqa: BLE001 - the service's own target, but checked anyway
+        raise _refused("target", f"not a target: {err}"[:300]) from None
+    try:
+        mod = relax_module(format, data, given)
+    except ModelRefused as err:
+        raise _refused(err.field, str(err)) from None
+    try:
+        fused = tuning_pipeline(mod, target)
+    except Exception as err:  # noqa: BLE001 - a shape error, an operator TVM cannot lower …
+        lines = [line for line in str(err).splitlines() if line.strip()]
+        raise _refused("source", f"TVM cannot lower this model: {type(err).__name__}: "
+                       f"{lines[-1] if lines else ''}"[:500]) from None  # fmt: skip
+    return fused, target, given
+
+
+def _outputs(fused: Any) -> list[dict[str, Any]]:
+    """Shape and dtype of every output of ``main`` (a tensor or a tuple of tensors)."""
+    from tvm import relax
+
+    info = fused["main"].ret_ty
+    fields = info.fields if isinstance(info, relax.TupleType) else [info]
+    outputs = []
+    for field in fields:
+        shape = getattr(field, "shape", None)
+        values = getattr(shape, "values", None)
+        if not isinstance(field, relax.TensorType) or values is None:
+            raise _refused("source", "main must return a tensor or a tuple of tensors")
+        if not all(hasattr(d, "value") for d in values):
+            raise _refused("source", "main's outputs must have static shapes")
+        outputs.append({"shape": [int(d.value) for d in values], "dtype": str(field.dtype)})
+    return outputs
+
+
+def model_tasks(format: str, source: str, inputs: Any, target: Any) -> dict[str, Any]:  # noqa: A002
+    """The model's tuning tasks (each a checked workload, with its name, weight and
+    layout-free operands), the tasks left out (failing a check: built as TVM writes them) and
+    main's outputs."""
+    from tuning.models.pipeline import extract
+
+    fused, target, _ = _model(format, source, inputs, target)
+    outputs = _outputs(fused)
+    found = extract(fused, target)
+    if len(found) > MAX_TASKS:
+        raise _refused("source", f"the model has {len(found)} tuning tasks, over {MAX_TASKS}")
+    tasks, untunable = [], []
+    for task in found:
+        try:
+            described = describe(checked_module(task.mod))
+        except Refused as err:
+            untunable.append({"name": task.name, "reason": str(err)[:300]})
+            continue
+        tasks.append({"name": task.name, "weight": task.weight, **described,
+                      "layout_free": list(task.layout_free)})  # fmt: skip
+    return {"tasks": tasks, "untunable": untunable, "outputs": outputs}
+
+
+def derive_many(mod_jsons: list[str]) -> dict[str, Any]:
+    """`derive` of every module JSON (a model's tasks, checked by one child)."""
+    if not isinstance(mod_jsons, list) or len(mod_jsons) > MAX_TASKS:
+        raise Refused(f"expected a list of at most {MAX_TASKS} module JSON texts")
+    tasks = []
+    for index, mod_json in enumerate(mod_jsons):
+        try:
+            tasks.append(derive(mod_json))
+        except Exception as err:  # noqa: BLE001 - name the task that fails
+            raise Refused(f"task {index}: {type(err).__name__}: {err}"[:1000]) from None
+    return {"tasks": tasks}
+
+
+def _records(raw: Any, tasks: list[Any]) -> tuple[list[Any], int]:
+    """The records that match a task and replay on it, and how many matched but did not."""
+    from tvm.s_tir.schedule import Schedule, Trace
+
+    from tuning.ir import structural_hash
+    from tuning.models.pipeline import TunedRecord
+
+    if not isinstance(raw, list):
+        raise _refused("records", "records must be a list")
+    by_hash = {structural_hash(task.mod): task for task in tasks}
+    kept, failed = [], 0
+    for record in raw:
+        if not (isinstance(record, dict) and isinstance(record.get("shash"), str)):
+            raise _refused("records", "every record needs a shash")
+        task = by_hash.get(record["shash"])
+        if task is None:
+            continue
+        try:
+            trace = json.loads(record["trace_json"])
+            run_secs = [float(x) for x in record["run_secs"]]
+            Trace.apply_json_to_schedule(trace, Schedule(task.mod))
+            kept.append(TunedRecord(record["shash"], record["trace_json"], run_secs,
+                                    list(record["args_info"])))  # fmt: skip
+            del by_hash[record["shash"]]  # the first record of a task is its schedule
+        except Exception:  # noqa: BLE001 - a trace that does not replay is skipped, and counted
+            failed += 1
+    return kept, failed
+
+
+def _random_inputs(inputs: list[Any], seed: int = 0) -> list[Any]:
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    arrays = []
+    for item in inputs:
+        if item.dtype.startswith("float"):
+            arrays.append(rng.standard_normal(item.shape).astype(item.dtype))
+        else:  # small values: an index input (a gather's) stays in range
+            arrays.append(rng.integers(0, 2, item.shape).astype(item.dtype))
+    return arrays
+
+
+def _load_and_time(path: Path, arrays: list[Any]) -> tuple[list[Any], float]:
+    """The outputs of the library at ``path`` on ``arrays`` and its median time in ms."""
+    import numpy as np
+    import tvm
+    from tvm import relax
+
+    device = tvm.cpu()
+    vm = relax.VirtualMachine(tvm.runtime.load_module(str(path)), device)
+    args = [tvm.runtime.tensor(a, device) for a in arrays]
+    first = vm["main"](*args)
+    results = [first] if isinstance(first, tvm.runtime.Tensor) else list(first)
+    outputs = [np.asarray(r.numpy()) for r in results]
+    once = vm.time_evaluator("main", device, number=1, repeat=1)(*args).mean
+    repeats = int(min(MAX_REPEATS, max(3, TIME_BUDGET_S / max(once, 1e-6))))
+    timer = vm.time_evaluator("main", device, number=1, repeat=repeats)
+    return outputs, statistics.median(timer(*args).results) * 1e3
+
+
+def _max_abs_error(untuned: list[Any], tuned: list[Any]) -> float:
+    import numpy as np
+
+    if len(untuned) != len(tuned):
+        raise Refused("the tuned model returns a different number of outputs")
+    worst = 0.0
+    for ref, got in zip(untuned, tuned, strict=True):
+        if ref.shape != got.shape or ref.dtype != got.dtype:
+            raise Refused("the tuned model's outputs differ in shape or dtype")
+        diff = np.abs(got.astype("float64") - ref.astype("float64"))
+        finite = np.isfinite(ref)
+        if not np.array_equal(finite, np.isfinite(got)):
+            raise Refused("the tuned model's outputs are not finite where the untuned are")
+        allowed = ATOL + RTOL * np.abs(ref.astype("float64"))
+        if diff[finite].size and not np.all(diff[finite] <= allowed[finite]):
+            raise Refused(
+                f"the tuned model's outputs differ from the untuned model's by up to "
+                f"{float(diff[finite].max()):.3g} (tolerance {ATOL} + {RTOL} x |value|)"
+            )
+        worst = max(worst, float(diff[finite].max()) if diff[finite].size else 0.0)
+    return worst
+
+
+def model_compile(
+    format: str,  # noqa: A002
+    source: str,
+    inputs: Any,
+    target: Any,
+    records: Any,
+) -> dict[str, Any]:
+    """Build the model untuned and with ``records`` applied, check both agree on the same
+    seeded inputs, time both, and write the tuned library to ``/out/model.so``."""
+    from tuning.models.pipeline import compile_with, database_of, extract
+
+    fused, target, given = _model(format, source, inputs, target)
+    if str(target.kind.name) != "llvm":
+        raise _refused("target", "models are compiled (and checked) on CPU targets only")
+    tasks = extract(fused, target)
+    kept, failed = _records(records, tasks)
+    BUILD_DIR.mkdir()
+    arrays = _random_inputs(given)
+    built = {}
+    for name, chosen in (("untuned", []), ("tuned", kept)):
+        path = BUILD_DIR / f"{name}.so"
+        compile_with(fused, target, database_of(tasks, chosen, target)).export_library(str(path))
+        built[name] = _load_and_time(path, arrays)
+    error = _max_abs_error(built["untuned"][0], built["tuned"][0])
+    with open(BUILD_DIR / "tuned.so", "rb") as src, open(OUT_DIR / OUTPUT_FILE, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    return {
+        "applied": len(kept),
+        "skipped": failed,
+        "tasks": len(tasks),
+        "untuned_ms": built["untuned"][1],
+        "tuned_ms": built["tuned"][1],
+        "max_abs_error": error if math.isfinite(error) else 0.0,
+    }
+
+
+MODEL_TASKS: dict[str, Callable[..., dict[str, Any]]] = {
+    "model_tasks": model_tasks,
+    "derive_many": derive_many,
+    "model_compile": model_compile,
+}

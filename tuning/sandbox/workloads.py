@@ -1,0 +1,64 @@
+"""What the service keys a user's function on — the checked, normalised one-function module,
+its structural hash and FLOP count — derived inside the jail from a parsed object or JSON.
+Shared by the TIR tasks (`tuning.sandbox.tasks`) and the model tasks
+(`tuning.sandbox.model_tasks`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tuning.ir import arg_specs, normalize, structural_hash
+from tuning.sandbox.tir_checks import UnsafeTir, check_user_function
+
+MAX_BUFFER_BYTES = 1 << 30
+
+
+class Refused(ValueError):
+    """The input is not a function the service accepts (the message says why)."""
+
+
+def checked_module(obj: Any) -> Any:
+    """The normalised one-function IRModule of a parsed object, after every safety check."""
+    import numpy as np
+    import tvm
+
+    if isinstance(obj, tvm.IRModule):
+        funcs = [f for _, f in obj.functions_items() if isinstance(f, tvm.tirx.PrimFunc)]
+        if len(funcs) != 1 or len(obj.functions_items()) != 1:
+            raise Refused("the module must hold exactly one PrimFunc")
+        obj = funcs[0]
+    if not isinstance(obj, tvm.tirx.PrimFunc):
+        raise Refused(f"expected a PrimFunc, got {type(obj).__name__}")
+    mod = normalize(obj)
+    try:
+        specs = arg_specs(mod["main"])
+    except (TypeError, ValueError, KeyError, AttributeError):
+        raise Refused("every parameter must be a buffer of static shape") from None
+    if len(specs) < 2:
+        raise Refused("the function needs inputs and one output (last)")
+    total = sum(int(np.prod(shape)) * tvm.DataType(dtype).bits // 8 for shape, dtype in specs)
+    if total > MAX_BUFFER_BYTES:
+        raise Refused(f"buffers take {total} bytes, over {MAX_BUFFER_BYTES}")
+    try:
+        check_user_function(mod["main"])
+    except UnsafeTir as err:
+        raise Refused(str(err)) from None
+    return mod
+
+
+def describe(mod: Any) -> dict[str, Any]:
+    import tvm
+    from tvm.s_tir.analysis import estimate_tir_flops
+
+    return {
+        "mod_json": tvm.ir.save_json(mod),
+        "shash": structural_hash(mod),
+        "flop": float(estimate_tir_flops(mod)),
+    }
+
+
+def derive(mod_json: str) -> dict[str, Any]:
+    """Load another child's module JSON afresh and derive what the service keys on."""
+    import tvm
+
+    return describe(checked_module(tvm.ir.load_json(mod_json)))
