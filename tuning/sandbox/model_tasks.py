@@ -13,7 +13,6 @@ import binascii
 import json
 import math
 import shutil
-import statistics
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,10 +23,6 @@ MAX_TASKS = 500
 OUTPUT_FILE = "model.so"
 OUT_DIR = Path("/out")
 BUILD_DIR = Path("/tmp/tunehub-build")
-TIME_BUDGET_S = 3.0  # per model and build: repeats are fitted into it (at least 3)
-MAX_REPEATS = 50
-# A tuned schedule reorders float reductions; beyond this, it computes something else.
-ATOL, RTOL = 1e-3, 1e-3
 
 
 def _refused(field: str, message: str) -> Refused:
@@ -154,60 +149,6 @@ def _records(raw: Any, tasks: list[Any]) -> tuple[list[Any], int]:
     return kept, failed
 
 
-def _random_inputs(inputs: list[Any], seed: int = 0) -> list[Any]:
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
-    arrays = []
-    for item in inputs:
-        if item.dtype.startswith("float"):
-            arrays.append(rng.standard_normal(item.shape).astype(item.dtype))
-        else:  # small values: an index input (a gather's) stays in range
-            arrays.append(rng.integers(0, 2, item.shape).astype(item.dtype))
-    return arrays
-
-
-def _load_and_time(path: Path, arrays: list[Any]) -> tuple[list[Any], float]:
-    """The outputs of the library at ``path`` on ``arrays`` and its median time in ms."""
-    import numpy as np
-    import tvm
-    from tvm import relax
-
-    device = tvm.cpu()
-    vm = relax.VirtualMachine(tvm.runtime.load_module(str(path)), device)
-    args = [tvm.runtime.tensor(a, device) for a in arrays]
-    first = vm["main"](*args)
-    results = [first] if isinstance(first, tvm.runtime.Tensor) else list(first)
-    outputs = [np.asarray(r.numpy()) for r in results]
-    once = vm.time_evaluator("main", device, number=1, repeat=1)(*args).mean
-    repeats = int(min(MAX_REPEATS, max(3, TIME_BUDGET_S / max(once, 1e-6))))
-    timer = vm.time_evaluator("main", device, number=1, repeat=repeats)
-    return outputs, statistics.median(timer(*args).results) * 1e3
-
-
-def _max_abs_error(untuned: list[Any], tuned: list[Any]) -> float:
-    import numpy as np
-
-    if len(untuned) != len(tuned):
-        raise Refused("the tuned model returns a different number of outputs")
-    worst = 0.0
-    for ref, got in zip(untuned, tuned, strict=True):
-        if ref.shape != got.shape or ref.dtype != got.dtype:
-            raise Refused("the tuned model's outputs differ in shape or dtype")
-        diff = np.abs(got.astype("float64") - ref.astype("float64"))
-        finite = np.isfinite(ref)
-        if not np.array_equal(finite, np.isfinite(got)):
-            raise Refused("the tuned model's outputs are not finite where the untuned are")
-        allowed = ATOL + RTOL * np.abs(ref.astype("float64"))
-        if diff[finite].size and not np.all(diff[finite] <= allowed[finite]):
-            raise Refused(
-                f"the tuned model's outputs differ from the untuned model's by up to "
-                f"{float(diff[finite].max()):.3g} (tolerance {ATOL} + {RTOL} x |value|)"
-            )
-        worst = max(worst, float(diff[finite].max()) if diff[finite].size else 0.0)
-    return worst
-
-
 def model_compile(
     format: str,  # noqa: A002
     source: str,
@@ -218,6 +159,7 @@ def model_compile(
     """Build the model untuned and with ``records`` applied, check both agree on the same
     seeded inputs, time both, and write the tuned library to ``/out/model.so``."""
     from tuning.models.pipeline import compile_with, database_of, extract
+    from tuning.models.run import OutputsDiffer, max_abs_error, random_inputs, run_library
 
     fused, target, given = _model(format, source, inputs, target)
     if str(target.kind.name) != "llvm":
@@ -225,21 +167,24 @@ def model_compile(
     tasks = extract(fused, target)
     kept, failed = _records(records, tasks)
     BUILD_DIR.mkdir()
-    arrays = _random_inputs(given)
+    arrays = random_inputs(given)
     built = {}
     for name, chosen in (("untuned", []), ("tuned", kept)):
         path = BUILD_DIR / f"{name}.so"
         compile_with(fused, target, database_of(tasks, chosen, target)).export_library(str(path))
-        built[name] = _load_and_time(path, arrays)
-    error = _max_abs_error(built["untuned"][0], built["tuned"][0])
+        built[name] = run_library(path, arrays)
+    try:
+        error = max_abs_error(built["untuned"].outputs, built["tuned"].outputs)
+    except OutputsDiffer as err:
+        raise Refused(f"the tuned model is wrong: {err}") from None
     with open(BUILD_DIR / "tuned.so", "rb") as src, open(OUT_DIR / OUTPUT_FILE, "wb") as dst:
         shutil.copyfileobj(src, dst)
     return {
         "applied": len(kept),
         "skipped": failed,
         "tasks": len(tasks),
-        "untuned_ms": built["untuned"][1],
-        "tuned_ms": built["tuned"][1],
+        "untuned_ms": built["untuned"].median_ms,
+        "tuned_ms": built["tuned"].median_ms,
         "max_abs_error": error if math.isfinite(error) else 0.0,
     }
 

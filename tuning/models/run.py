@@ -1,0 +1,92 @@
+"""Running a compiled model: seeded random inputs, the outputs and median time of an exported
+Relax VM library, and how far two builds' outputs are apart.
+
+Runs user-derived code: call inside the jail (`tuning.sandbox.model_tasks`)."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tuning.models.inputs import ModelInput
+
+TIME_BUDGET_S = 3.0  # per library: the timed repeats are fitted into it (at least 3)
+MAX_REPEATS = 50
+# A tuned schedule reorders float reductions; beyond this it computes something else.
+ATOL, RTOL = 1e-3, 1e-3
+
+
+class OutputsDiffer(ValueError):
+    """Two builds of a model disagree on the same inputs (the message says how)."""
+
+
+@dataclass(frozen=True)
+class Run:
+    """A library's outputs on the inputs (numpy arrays, in order) and its median time."""
+
+    outputs: list[Any]
+    median_ms: float
+
+
+def random_inputs(inputs: Sequence[ModelInput], seed: int = 0) -> list[Any]:
+    """Seeded inputs: standard normal for floats, 0/1 for integers and booleans (an index
+    input, a gather's, stays in range)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    arrays = []
+    for item in inputs:
+        if item.dtype.startswith("float"):
+            arrays.append(rng.standard_normal(item.shape).astype(item.dtype))
+        else:
+            arrays.append(rng.integers(0, 2, item.shape).astype(item.dtype))
+    return arrays
+
+
+def run_library(path: Path, arrays: Sequence[Any]) -> Run:
+    """Load the exported library at ``path`` into a fresh VM on the CPU, run ``main`` on
+    ``arrays`` once for its outputs, then time it (median of repeats, one call each)."""
+    import numpy as np
+    import tvm
+    from tvm import relax
+
+    device = tvm.cpu()
+    vm = relax.VirtualMachine(tvm.runtime.load_module(str(path)), device)
+    args = [tvm.runtime.tensor(a, device) for a in arrays]
+    first = vm["main"](*args)
+    results = [first] if isinstance(first, tvm.runtime.Tensor) else list(first)
+    outputs = [np.asarray(r.numpy()) for r in results]
+    once = vm.time_evaluator("main", device, number=1, repeat=1)(*args).mean
+    repeats = int(min(MAX_REPEATS, max(3, TIME_BUDGET_S / max(once, 1e-6))))
+    timer = vm.time_evaluator("main", device, number=1, repeat=repeats)
+    return Run(outputs, statistics.median(timer(*args).results) * 1e3)
+
+
+def max_abs_error(reference: Sequence[Any], got: Sequence[Any]) -> float:
+    """The largest absolute difference between two builds' outputs; `OutputsDiffer` when
+    they differ in number, shape, dtype, where they are finite, or beyond ``ATOL + RTOL x
+    |reference|`` anywhere."""
+    import numpy as np
+
+    if len(reference) != len(got):
+        raise OutputsDiffer(f"{len(got)} outputs instead of {len(reference)}")
+    worst = 0.0
+    for index, (ref, out) in enumerate(zip(reference, got, strict=True)):
+        if ref.shape != out.shape or ref.dtype != out.dtype:
+            raise OutputsDiffer(f"output {index} is {out.shape} {out.dtype}, not "
+                                f"{ref.shape} {ref.dtype}")  # fmt: skip
+        finite = np.isfinite(ref)
+        if not np.array_equal(finite, np.isfinite(out)):
+            raise OutputsDiffer(f"output {index} is not finite where the reference is")
+        if not finite.any():
+            continue
+        ref64, out64 = ref[finite].astype("float64"), out[finite].astype("float64")
+        diff = np.abs(out64 - ref64)
+        if not np.all(diff <= ATOL + RTOL * np.abs(ref64)):
+            raise OutputsDiffer(f"output {index} differs by up to {float(diff.max()):.3g} "
+                                f"(tolerance {ATOL} + {RTOL} x |value|)")  # fmt: skip
+        worst = max(worst, float(diff.max()))
+    return worst
