@@ -73,6 +73,43 @@ def test_a_relax_tvmscript_model_is_parsed_into_its_tasks(target: dict[str, Any]
     assert [(o.shape, o.dtype) for o in parsed.outputs] == [((4, 8), "float32")]
 
 
+def test_a_forged_first_answer_is_caught_by_the_second_child(
+    target: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A first child that lies about a task's hash (as one the model took over could) is
+    caught: the second child re-derives every task from its JSON and must agree."""
+    real = run_isolated
+
+    def lying(task: str, payload: dict[str, Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
+        answer = real(task, payload, *args, **kwargs)
+        if task == "model_tasks":
+            answer["tasks"][0]["shash"] = "1234"
+        return answer
+
+    monkeypatch.setattr("tuning.sandbox.user_model.run_isolated", lying)
+    with pytest.raises(ModelRejected, match="does not re-derive to the same function"):
+        parse_model("onnx", tiny_cnn().SerializeToString(), TINY, target)
+
+
+@pytest.mark.parametrize(
+    ("inputs", "reason"),
+    [
+        ([], "1 to 16 inputs"),
+        ([ModelInput("x", (1, 0, 16, 16), "float32")], "every dim must be an integer"),
+        ([ModelInput("x", (1, 3, 16, 16), "complex64")], "dtype must be one of"),
+        ([ModelInput("x", (1 << 20, 1 << 20), "float32")], "elements, over"),
+        ([ModelInput("x", (1,), "int8")] * 2, "given twice"),
+        ([ModelInput("x;rm", (1,), "int8")], "name must match"),
+    ],
+)
+def test_declared_inputs_out_of_bounds_are_refused_before_any_child(
+    inputs: list[ModelInput], reason: str, target: dict[str, Any]
+) -> None:
+    with pytest.raises(ModelRejected, match=reason) as refused:
+        parse_model("onnx", tiny_cnn().SerializeToString(), inputs, target)
+    assert refused.value.field == "inputs"
+
+
 def _onnx_refusal(data: bytes, target: dict[str, Any], inputs: list[ModelInput] = TINY) -> Any:
     with pytest.raises(ModelRejected) as refused:
         parse_model("onnx", data, inputs, target)
