@@ -2,12 +2,14 @@
 resolves a catalog operator with its params (or a workload hash) on a target to the verified
 best (``GET /schedules/best``), the client downloads it through its library cache: a hit is the
 artifact byte for byte, a second fetch is a 304 without a download, a miss exits 4 saying how
-to tune it, a corrupted cached file is never used, and a rebuild with the server gone is
-answered from the cache (and says so)."""
+to tune it (``--tune-if-missing --wait`` tunes it first), a corrupted cached file is never used,
+and a rebuild with the server gone is answered from the cache (and says so)."""
 
 from __future__ import annotations
 
 import hashlib
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +26,7 @@ from service.client import IntegrityError, TunehubClient
 from service.client.cache import LibraryCache, cache_root
 from service.client.fetch import NotTuned, Offline
 from service.settings import Settings
+from service.worker.runner import WorkerContext, run_job
 from tests.conftest import TINY, ServerThread
 from tests.schedules_db.published import publish
 from tuning.catalog import get_operator
@@ -41,6 +44,8 @@ class Served:
     shash: str  # the tiny matmul's structural hash, as the catalog builds it
     blob: bytes  # its artifact, as the server keeps it
     tokens: TokenStore
+    store: Store
+    artifacts: Path
 
     def client(self, token: str | None = None) -> TunehubClient:
         return TunehubClient(self.url, token=token)
@@ -56,7 +61,9 @@ def _serve(tmp_path: Path, **settings: Any) -> Iterator[Served]:
     publish(store, "matmul", TINY["M"], config.artifacts, shash=spec.shash)
     blob = b"library matmul 32"  # what `publish` writes as the artifact
     with ServerThread(create_app(config, run_reaper=False)) as server:
-        yield Served(server, server.url, spec.shash, blob, TokenStore(engine))
+        yield Served(
+            server, server.url, spec.shash, blob, TokenStore(engine), store, config.artifacts
+        )
     engine.dispose()
 
 
@@ -237,3 +244,34 @@ def test_fetching_needs_a_read_token(
         assert Path(out).read_bytes() == served.blob
     finally:
         gen.close()
+
+
+def test_tune_if_missing_submits_waits_and_fetches(
+    served: Served, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    key = ["--operator", "matmul", "--param", "M=16", "--param", "N=16", "--param", "K=16"]
+    tune = [*key, "--target", "host", "--tune-if-missing", "--trials", "4", "--wait"]
+    out = tmp_path / "tuned.so"
+    done: list[int] = []
+    waiting = threading.Thread(
+        target=lambda: done.append(_fetch(served, *tune, "-o", str(out))), daemon=True
+    )
+    waiting.start()
+    deadline = time.monotonic() + 60
+    while not (queued := served.store.jobs.list_jobs("queued")):
+        assert time.monotonic() < deadline, "the job was never submitted"
+        time.sleep(0.1)
+    (job,) = queued
+    context = WorkerContext(served.store, served.artifacts, "pytest", num_trials_per_iter=4)
+    assert run_job(context, job.id) == "succeeded", served.store.jobs.get(job.id)
+    waiting.join(timeout=120)
+    assert done == [0]
+    assert out.read_bytes()[:4] == b"\x7fELF"  # the library the worker compiled
+    sha = hashlib.sha256(out.read_bytes()).hexdigest()
+    assert f"{out}: sha256 {sha}" in capsys.readouterr().out
+    # Without --wait: submitted, and still nothing to fetch (exit 4).
+    other = ["--operator", "matmul", "--param", "M=8", "--param", "N=8", "--param", "K=8"]
+    no_wait = [*other, "--target", "host", "--tune-if-missing", "--trials", "4"]
+    assert _fetch(served, *no_wait, "-o", str(tmp_path / "queued.so")) == 4
+    assert "follow it with `tunehub watch" in capsys.readouterr().out
+    assert not (tmp_path / "queued.so").exists()
