@@ -105,7 +105,8 @@ def _request(
 ) -> dict[str, Any]:
     """The request as the cache remembers it (a JSON target in one spelling)."""
     if target.lstrip().startswith("{"):
-        with contextlib.suppress(ValueError, RecursionError):  # else the server refuses it: nothing is cached
+        # Not JSON: the server refuses it, so nothing is cached under this spelling.
+        with contextlib.suppress(ValueError, RecursionError):
             target = json.dumps(json.loads(target), sort_keys=True)
     if workload is not None:
         return {"server": server, "target": target, "workload": workload}
