@@ -47,3 +47,12 @@ def arg_specs(func: Any) -> list[tuple[list[int], str]]:
         buf = param_buffer(func, param)
         specs.append(([int(x) for x in buf.shape], str(buf.dtype)))
     return specs
+
+
+def layout_free_operands(mod: Any) -> tuple[int, ...]:
+    """The parameters ``mod``'s "main" lists as layout-free (`LAYOUT_FREE_ATTR`), e.g. the
+    weights Relax's ``AttachAttrLayoutFreeBuffers`` marks in a model's task; () when none."""
+    attrs = mod["main"].attrs
+    if attrs is None or LAYOUT_FREE_ATTR not in attrs:
+        return ()
+    return tuple(int(i) for i in attrs[LAYOUT_FREE_ATTR])

@@ -26,7 +26,7 @@ from tuning.catalog import get_operator
 from tuning.hardware.devices import Measurer
 from tuning.hardware.host import physical_cores
 from tuning.hardware.intrinsics import load_tensor_intrinsics
-from tuning.ir import structural_hash
+from tuning.ir import layout_free_operands, structural_hash
 from tuning.search.cost_model import refresh
 from tuning.search.loop import BatchReport, SearchCancelled, run_search
 from tuning.search.seeding import neighbour_seeds
@@ -58,7 +58,9 @@ def search(
     if job.trials <= already:
         return  # the budget is stored already: verification only
     operator = get_operator(workload.operator) if workload.operator else None
-    search_mod = space_module(inputs.mod, job.space, operator.constant_operands if operator else ())
+    # A catalog operator names its weights; a user function (a model's task) marks them itself.
+    weights = operator.constant_operands if operator else layout_free_operands(inputs.mod)
+    search_mod = space_module(inputs.mod, job.space, weights)
     storage = StoreSearchStorage(store, target_row.id)
     seeds: dict[int, list[Any]] = {}
     if job.transfer_cost_model and inputs.new_on_target:
