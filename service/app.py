@@ -11,7 +11,17 @@ from fastapi.exceptions import RequestValidationError
 
 from schedules_db import Store, make_engine, upgrade_schema
 from schedules_db.tokens import TokenStore
-from service.api import catalog, interchange, jobs, lookup, me, schedules, workers, workloads
+from service.api import (
+    catalog,
+    interchange,
+    jobs,
+    lookup,
+    me,
+    model_jobs,
+    schedules,
+    workers,
+    workloads,
+)
 from service.api.deps import Services, install_services
 from service.api.models import Health
 from service.auth import document_responses
@@ -76,6 +86,7 @@ def create_app(settings: Settings | None = None, run_reaper: bool = True) -> Fas
         workers.router,
         me.router,
         lookup.router,
+        model_jobs.router,
     ):
         document_responses(router)
         app.include_router(router, prefix="/api/v1", responses=responses(413))

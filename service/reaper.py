@@ -3,7 +3,9 @@
 Every few seconds it (1) puts running jobs whose worker stopped heart-beating back in the queue
 (the job then resumes from its stored records), (2) re-sends queued jobs whose message may be
 lost (a SQLite-broker message delivered to a worker that was SIGKILLed stays invisible forever),
-and (3) deletes delivered messages that the SQLite broker keeps. Jobs are sent as the routes send
+(3) wakes a worker for each model ready to compile (every task job final, or its compiling
+worker gone) whose last wake-up is older than that delay, and (4) deletes delivered messages
+that the SQLite broker keeps. Jobs are sent as the routes send
 them (`service.api.usecases.dispatch`); a broker that is down ends a sweep, and the next one
 retries.
 """
@@ -18,7 +20,7 @@ from sqlalchemy import create_engine, text
 
 from schedules_db.models import utcnow
 from schedules_db.store import Store
-from service.api.usecases.dispatch import dispatch
+from service.api.usecases.dispatch import dispatch, wake_compile
 from service.queue import JobQueue
 from service.settings import Settings
 
@@ -51,8 +53,17 @@ class Reaper(threading.Thread):
             resend[job.id] = job
         for job in resend.values():
             dispatch(self.store, self.queue, job)  # a broker that is down ends the sweep
+        stale_after = timedelta(seconds=self.settings.stale_after_s)
+        models = self.store.models.not_woken_since(cutoff, stale_after)
+        for model in models:
+            wake_compile(self.store, self.queue, model)
         purged = purge_delivered_sqlite_messages(self.settings.broker)
-        return {"requeued_stale": len(stale), "resent": len(resend), "purged": purged}
+        return {
+            "requeued_stale": len(stale),
+            "resent": len(resend),
+            "models_woken": len(models),
+            "purged": purged,
+        }
 
 
 def purge_delivered_sqlite_messages(broker_url: str) -> int:

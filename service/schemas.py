@@ -283,3 +283,48 @@ def schedule_detail_json(
     body["trace"] = json.loads(record.trace_json) if record else [[], []]
     body["tir"] = schedule.tir
     return body
+
+
+MAX_MODEL_INPUTS = 16
+
+
+class ModelInputSpec(BaseModel):
+    """One input of an uploaded model: its graph name, static shape and dtype."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(min_length=1, max_length=128)
+    shape: list[Annotated[int, Field(strict=True, ge=1, le=2**20)]] = Field(max_length=8)
+    dtype: Literal["float32", "float16", "int8", "uint8", "int32", "int64", "bool"] = "float32"
+
+
+class ModelCreate(BaseModel):
+    """Body of ``POST /api/v1/models``: a whole model to tune and compile for one target."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "name": "tiny-cnn",
+                    "format": "onnx",
+                    "source": "<the .onnx file, base64>",
+                    "inputs": [{"name": "x", "shape": [1, 3, 16, 16], "dtype": "float32"}],
+                    "target": "host",
+                    "trials": 64,
+                }
+            ]
+        },
+    )
+    name: str = Field(default="model", min_length=1, max_length=128)
+    format: Literal["onnx", "relax"] = Field(
+        description="'onnx': an ONNX file, base64 (no external data); 'relax': a Relax IRModule "
+        "as TVMScript text"
+    )
+    source: str = Field(min_length=1)
+    inputs: list[ModelInputSpec] = Field(min_length=1, max_length=MAX_MODEL_INPUTS)
+    target: str | dict[str, Any] = Field(
+        default="host", description='"host", or a TVM target as a JSON object'
+    )
+    trials: Annotated[int, Field(strict=True, ge=1)] = Field(
+        description="the model's total budget, shared by its tasks (see the README)"
+    )

@@ -14,7 +14,9 @@ from typing import Any
 from service.errors import invalid
 from service.quotas import too_many
 from service.refusals import Refusal, refusal_schema
+from tuning.models.inputs import ModelInput
 from tuning.sandbox import SandboxBusy, SandboxUnavailable, holding_slot
+from tuning.sandbox.user_model import ModelRejected, ParsedModel, parse_model
 from tuning.sandbox.user_tir import ParsedTir, TirRejected, parse_untrusted
 
 # What a route that parses user code may answer besides its own statuses (429 is auth's).
@@ -60,3 +62,15 @@ def parsed_tir(fmt: str, source: str, loc: Sequence[str | int], who: str) -> Par
             return parse_untrusted(fmt, source)
         except TirRejected as err:
             raise invalid(loc, str(err), "invalid_tir") from None
+
+
+def parsed_model(
+    fmt: str, source: bytes, inputs: list[ModelInput], target: dict[str, Any], who: str
+) -> ParsedModel:
+    """The tasks of a model submitted by ``who``, parsed, fused and extracted in isolation and
+    re-derived in a second child; a 422 at ``source`` or ``inputs`` when it is refused."""
+    with isolated_parser(who):
+        try:
+            return parse_model(fmt, source, inputs, target)
+        except ModelRejected as err:
+            raise invalid(("body", err.field), str(err), "invalid_model") from None

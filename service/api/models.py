@@ -340,3 +340,89 @@ class LookupOut(BaseModel):
     tvm_series: str
     schedules: dict[str, TunedScheduleOut]
     missing: list[str]
+
+
+class ModelInputOut(BaseModel):
+    """An input of a model: its graph name, shape and dtype."""
+
+    name: str
+    shape: list[int]
+    dtype: str
+
+
+class ModelOutputOut(BaseModel):
+    """An output of a model: shape and dtype."""
+
+    shape: list[int]
+    dtype: str
+
+
+class ModelProgress(BaseModel):
+    """A model's progress, summed over its tasks' jobs."""
+
+    tasks: int
+    tasks_done: int = Field(description="tasks whose job is final (succeeded, failed, cancelled)")
+    tasks_cache_hit: int
+    tasks_failed: int
+    trials: int
+    trials_done: int
+
+
+class ModelResult(BaseModel):
+    """The compiled model and what its worker measured, untuned and tuned, side by side."""
+
+    artifact_sha256: str
+    artifact_size: int
+    tasks_applied: int | None = Field(description="tasks compiled with their tuned schedule")
+    untuned_ms: float | None
+    tuned_ms: float | None
+    speedup_vs_untuned: float | None
+    max_abs_error: float | None = Field(description="tuned vs untuned output, same inputs")
+
+
+class ModelTaskJob(BaseModel):
+    """The job that tunes one task of a model."""
+
+    id: int
+    state: JobState
+    space: str
+    trials_done: int
+    best_latency_us: float | None
+    cache_hit: bool
+    schedule_id: int | None
+    error: str | None
+
+
+class ModelTaskOut(BaseModel):
+    """One task of a model: a fused function, its weight (calls per run), its budget."""
+
+    position: int
+    name: str
+    weight: int
+    trials: int
+    workload_id: int
+    job: ModelTaskJob
+
+
+class ModelOut(BaseModel):
+    """A whole-model job as ``/models`` routes show it (``tasks`` only on one model's page)."""
+
+    id: int
+    name: str
+    format: Literal["onnx", "relax"]
+    state: Literal["tuning", "compiling", "succeeded", "failed", "cancelled"]
+    target: TargetOut
+    trials: int
+    inputs: list[ModelInputOut]
+    outputs: list[ModelOutputOut]
+    progress: ModelProgress
+    result: ModelResult | None
+    cancel_requested: bool
+    attempt: int
+    worker: str | None
+    error: str | None
+    submitted_by: str | None
+    created_at: Timestamp
+    started_at: Timestamp | None
+    finished_at: Timestamp | None
+    tasks: list[ModelTaskOut] | None = None

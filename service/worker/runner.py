@@ -25,6 +25,7 @@ from schedules_db.store import Store
 from schedules_db.values import JobState
 from service.worker.heartbeat import Heartbeat, JobBeat
 from service.worker.job_store import LostOwnership, OwnedJob, load_inputs
+from service.worker.model_compile import compile_ready_models
 from service.worker.search_job import search
 from service.worker.verification import verify_and_publish
 from tuning.hardware.devices import Measurer, RpcSpec
@@ -60,13 +61,31 @@ class WorkerContext:
 
 
 def run_next(ctx: WorkerContext) -> str:
-    """Claim the job this worker should run next on its targets (priority, then fair share
-    between submitters, then age: `Jobs.claim_next`) and run it. Returns its final state, or
-    "idle" when no job is queued for these targets."""
+    """Compile the models on this worker's targets whose tasks are all tuned, then claim the
+    job this worker should run next on its targets (priority, then fair share between
+    submitters, then age: `Jobs.claim_next`) and run it, then compile the models that job
+    completed. Returns the job's final state, or "idle" when no job is queued for these
+    targets (compiles are `model_compile`'s and leave no state here)."""
+    compile_ready(ctx)
     job_id = ctx.store.jobs.claim_next(list(ctx.target_ids), ctx.worker_name, ctx.stale_after)
     if job_id is None:
         return IDLE
-    return run_job(ctx, job_id, claimed=True)
+    state = run_job(ctx, job_id, claimed=True)
+    compile_ready(ctx)
+    return state
+
+
+def compile_ready(ctx: WorkerContext) -> None:
+    """Compile every ready model on this worker's targets (`model_compile`); a failure is the
+    model's, never the worker's."""
+    compile_ready_models(
+        ctx.store,
+        list(ctx.target_ids),
+        ctx.worker_name,
+        ctx.artifact_dir,
+        ctx.stale_after,
+        ctx.heartbeat_every_s,
+    )
 
 
 def run_job(ctx: WorkerContext, job_id: int, claimed: bool = False) -> str:

@@ -35,6 +35,7 @@ from tuning.publish.interchange import RECORD_FILE, WORKLOAD_FILE
 NOT_JSON = {
     "GET /api/v1/schedules/{schedule_id}/artifact": "application/octet-stream",
     "GET /api/v1/jobs/{job_id}/events": "text/event-stream",
+    "GET /api/v1/models/{model_id}/artifact": "application/octet-stream",
 }
 
 

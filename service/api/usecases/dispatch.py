@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 
 from schedules_db import Store
-from schedules_db.values import Job
+from schedules_db.values import Job, ModelJob
 from service.queue import JobQueue
 
 log = logging.getLogger("tunehub.api")
@@ -32,5 +32,23 @@ def dispatch_or_defer(store: Store, queue: JobQueue, job: Job) -> bool:
         dispatch(store, queue, job)
     except Exception:  # the broker is down: the job is recorded; the reaper sends it later
         log.exception("could not enqueue job %s; the reaper will retry", job.id)
+        return False
+    return True
+
+
+def wake_compile(store: Store, queue: JobQueue, model: ModelJob) -> None:
+    """Wake a worker of the model's target to compile it (a message without a job of its own:
+    `service.worker.runner.run_next` claims ready compiles first) and record it. Raises what
+    the broker raises."""
+    queue.enqueue(0, model.queue)
+    store.models.mark_woken(model.id)
+
+
+def wake_compile_or_defer(store: Store, queue: JobQueue, model: ModelJob) -> bool:
+    """`wake_compile`, or, when the broker refuses, leave it to the reaper."""
+    try:
+        wake_compile(store, queue, model)
+    except Exception:  # the model is recorded; the reaper wakes a worker later
+        log.exception("could not wake a worker for model %s; the reaper will retry", model.id)
         return False
     return True

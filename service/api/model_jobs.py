@@ -1,0 +1,99 @@
+"""``/api/v1/models``: submit whole models, follow their tasks and compile, fetch the result."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Query, Request, Response
+from fastapi.responses import FileResponse
+
+from service.api.deps import QueueDep, ServicesDep, SettingsDep, StoreDep
+from service.api.model_views import model_view
+from service.api.models import ModelOut
+from service.api.usecases.cancel_model import cancel_model as cancel
+from service.api.usecases.create_model import create_model as create
+from service.api.views import present
+from service.auth import AnyReader, CodeSubmitter, Submitter
+from service.errors import not_found, responses
+from service.schemas import ModelCreate, RowId
+from service.strict_input import StrictRoute
+from service.untrusted_input import ISOLATION_RESPONSES
+
+router = APIRouter(prefix="/models", tags=["models"], route_class=StrictRoute)
+
+ARTIFACT_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "the compiled model: an exported Relax VM library (`main` takes the "
+        "model's inputs; weights are inside, packed at compile time)",
+        "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
+        "headers": {
+            "ETag": {"description": "the sha256, quoted", "schema": {"type": "string"}},
+            "X-Content-SHA256": {"description": "the sha256", "schema": {"type": "string"}},
+        },
+    },
+    **responses(304, 404),
+}
+
+
+@router.post("", status_code=201, response_model=ModelOut, responses=ISOLATION_RESPONSES)
+def create_model(
+    body: ModelCreate, who: CodeSubmitter, store: StoreDep, queue: QueueDep, settings: SettingsDep
+) -> dict[str, Any]:
+    """Parse a model in isolation, store its tasks and tune each through an ordinary job with
+    its share of ``trials``; a worker of the target compiles the whole model once every task
+    job is final. Needs ``submit-code`` (the file is user code). Nothing is written when any
+    field is invalid or the parser refuses the model (422 naming ``source`` or ``inputs``)."""
+    return model_view(store, create(store, queue, settings, who, body))
+
+
+@router.get("", response_model=list[ModelOut])
+def list_models(
+    who: AnyReader, store: StoreDep, limit: int = Query(default=100, ge=1, le=1000)
+) -> list[dict[str, Any]]:
+    """Models, newest first (without their task lists)."""
+    return [model_view(store, m, with_tasks=False) for m in store.models.list_models(limit)]
+
+
+@router.get("/{model_id}", response_model=ModelOut, responses=responses(404))
+def get_model(model_id: RowId, who: AnyReader, store: StoreDep) -> dict[str, Any]:
+    """One model with its tasks, each with its job's progress."""
+    model = store.models.get(model_id)
+    if model is None:
+        raise not_found("model", model_id)
+    return model_view(store, model)
+
+
+@router.post("/{model_id}/cancel", response_model=ModelOut, responses=responses(404))
+def cancel_model(
+    model_id: RowId, who: Submitter, store: StoreDep, queue: QueueDep
+) -> dict[str, Any]:
+    """Cancel a model: its unfinished task jobs, and the model unless it is compiled."""
+    return model_view(store, cancel(store, queue, who, model_id))
+
+
+@router.get(
+    "/{model_id}/artifact",
+    response_class=Response,
+    response_model=None,
+    responses=ARTIFACT_RESPONSES,
+)
+def get_model_artifact(
+    model_id: RowId, request: Request, who: AnyReader, services: ServicesDep
+) -> Response:
+    """The compiled model (404 until it succeeded); ``ETag`` answers ``If-None-Match``."""
+    model = services.store.models.get(model_id)
+    if model is None or model.artifact_id is None:
+        raise not_found("compiled model", model_id)
+    artifact = present(services.store.schedules.get_artifact(model.artifact_id), "artifact")
+    headers = {"ETag": f'"{artifact.sha256}"', "X-Content-SHA256": artifact.sha256}
+    if request.headers.get("if-none-match") == headers["ETag"]:
+        return Response(status_code=304, headers=headers)
+    path = services.settings.artifacts / artifact.path
+    if not path.is_file():
+        raise not_found("artifact file", artifact.sha256)
+    return FileResponse(
+        path,
+        media_type="application/octet-stream",
+        headers=headers,
+        filename=f"tunehub-model{model_id}-{artifact.sha256[:12]}.so",
+    )

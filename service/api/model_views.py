@@ -1,0 +1,80 @@
+"""How the routes show a whole-model job: its tasks with their jobs' progress, its compile and
+what it measured (the JSON `service.api.models.ModelOut` documents)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from schedules_db import Store
+from schedules_db.values import FINAL_STATES, JobState, ModelJob
+from service.api.views import present
+from service.schemas import iso, target_json
+
+
+def model_view(store: Store, model: ModelJob, with_tasks: bool = True) -> dict[str, Any]:
+    """A model as JSON: progress summed over its tasks' jobs (and the tasks themselves when
+    ``with_tasks``); ``result`` once it is compiled."""
+    target = present(store.catalog.get_target(model.target_id), f"target {model.target_id}")
+    tasks = store.models.tasks(model.id)
+    result = None
+    if model.artifact_id is not None:
+        artifact = present(store.schedules.get_artifact(model.artifact_id), "artifact")
+        tuned, untuned = model.tuned_ms, model.untuned_ms
+        result = {
+            "artifact_sha256": artifact.sha256,
+            "artifact_size": artifact.size,
+            "tasks_applied": model.tasks_applied,
+            "untuned_ms": untuned,
+            "tuned_ms": tuned,
+            "speedup_vs_untuned": untuned / tuned if tuned and untuned else None,
+            "max_abs_error": model.max_abs_error,
+        }
+    body: dict[str, Any] = {
+        "id": model.id,
+        "name": model.name,
+        "format": model.format,
+        "state": model.state,
+        "target": target_json(target),
+        "trials": model.trials,
+        "inputs": model.inputs,
+        "outputs": model.outputs,
+        "progress": {
+            "tasks": len(tasks),
+            "tasks_done": sum(t.job.state in FINAL_STATES for t in tasks),
+            "tasks_cache_hit": sum(t.job.cache_hit for t in tasks),
+            "tasks_failed": sum(t.job.state == JobState.FAILED.value for t in tasks),
+            "trials": sum(t.task.trials for t in tasks),
+            "trials_done": sum(min(t.job.trials_done, t.task.trials) for t in tasks),
+        },
+        "result": result,
+        "cancel_requested": model.cancel_requested,
+        "attempt": model.attempt,
+        "worker": model.worker,
+        "error": model.error,
+        "submitted_by": model.submitted_by,
+        "created_at": iso(model.created_at),
+        "started_at": iso(model.started_at),
+        "finished_at": iso(model.finished_at),
+    }
+    if with_tasks:
+        body["tasks"] = [
+            {
+                "position": t.task.position,
+                "name": t.task.name,
+                "weight": t.task.weight,
+                "trials": t.task.trials,
+                "workload_id": t.task.workload_id,
+                "job": {
+                    "id": t.job.id,
+                    "state": t.job.state,
+                    "space": t.job.space,
+                    "trials_done": t.job.trials_done,
+                    "best_latency_us": t.job.best_latency_us,
+                    "cache_hit": t.job.cache_hit,
+                    "schedule_id": t.job.schedule_id,
+                    "error": t.job.error,
+                },
+            }
+            for t in tasks
+        ]
+    return body

@@ -1,0 +1,37 @@
+"""Cancelling a whole-model job: its unfinished task jobs and, unless compiled, the model."""
+
+from __future__ import annotations
+
+from schedules_db import Store
+from schedules_db.tokens import ADMIN
+from schedules_db.values import FINAL_STATES, ModelJob
+from service.api.usecases.cancel_job import cancel_job
+from service.auth import Identity, forbidden
+from service.errors import not_found
+from service.queue import JobQueue
+
+
+def cancel_model(store: Store, queue: JobQueue, who: Identity, model_id: int) -> ModelJob:
+    """Cancel model ``model_id`` for ``who``; the model as it is now. Its task jobs still
+    queued or running are cancelled as `cancel_job` cancels them (records measured so far stay:
+    a later submission continues from them); a model still tuning is `cancelled` at once, one
+    compiling gets ``cancel_requested``; a final model is unchanged. 404 for an unknown model,
+    403 unless ``who`` submitted it or is an admin."""
+    before = store.models.get(model_id)
+    if before is None:
+        raise not_found("model", model_id)
+    if not who.owns(before.submitted_by):
+        raise forbidden(
+            ADMIN,
+            ("path", "model_id"),
+            f"model {model_id} was submitted by {before.submitted_by}; only they or an admin "
+            "may cancel it",
+            "not_owner",
+        )
+    model = store.models.request_cancel(model_id)
+    if model is None:
+        raise not_found("model", model_id)
+    for task in store.models.tasks(model_id):
+        if task.job.state not in FINAL_STATES:
+            cancel_job(store, queue, who, task.job.id)
+    return model

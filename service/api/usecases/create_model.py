@@ -1,0 +1,148 @@
+"""Creating a whole-model job: parse the model in isolation, store its tasks as workloads, give
+each task an ordinary tuning job with its share of the budget, record the model, send the jobs.
+
+Why one job per task (and not MetaSchedule's gradient task scheduler in one process): every
+guarantee operator jobs have carries over unchanged — a task already tuned on the target is a
+cache hit, a task another model shares reuses its records, tasks run on as many workers of the
+target as there are, and claims, heartbeats, cancel and crash recovery are the jobs' own. The
+price is a static split of the budget (`split_budget`) instead of a gradient-driven one.
+
+As for jobs, everything is validated before anything is written; a refusal is a 4xx naming the
+field, and the store and artifact directory are left as they were.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from schedules_db import Store
+from schedules_db.values import JobState, ModelJob, NewModelTask
+from service.api.usecases.dispatch import dispatch_or_defer, wake_compile_or_defer
+from service.api.usecases.target_names import resolve_job_target
+from service.auth import Identity, check_target
+from service.errors import invalid
+from service.queue import JobQueue, queue_name
+from service.quotas import check_active_jobs
+from service.schemas import ModelCreate
+from service.settings import Settings
+from service.targets import record_target
+from service.untrusted_input import parsed_model
+from tuning.models.inputs import ModelInput
+from tuning.publish.artifacts import publish
+from tuning.sandbox.user_model import ParsedModel
+from tuning.search.spaces import resolve_space
+
+SOURCE_SUFFIX = {"onnx": ".onnx", "relax": ".py"}
+
+
+def split_budget(total: int, sizes: list[float]) -> list[int]:
+    """Trials per task for a model budget of ``total``: every task gets an even floor of a
+    quarter of the budget (at least 1 trial: a task's best must be measured and verified), the
+    rest goes by each task's share of the model's work (``sizes``: weight x FLOP), largest
+    remainders first. Sums to ``total``, or to one trial per task when ``total`` is smaller."""
+    count = len(sizes)
+    if count == 0:
+        return []
+    floor = max(1, total // (4 * count))
+    rest = max(0, total - floor * count)
+    work = sum(sizes)
+    exact = [rest * size / work if work > 0 else rest / count for size in sizes]
+    shares = [int(x) for x in exact]
+    by_remainder = sorted(range(count), key=lambda i: exact[i] - shares[i], reverse=True)
+    for i in by_remainder[: rest - sum(shares)]:
+        shares[i] += 1
+    return [floor + share for share in shares]
+
+
+def create_model(
+    store: Store, queue: JobQueue, settings: Settings, who: Identity, body: ModelCreate
+) -> ModelJob:
+    """Record the model ``body`` describes for ``who`` and send its task jobs; returns the
+    model as stored (`tuning`; its compile is woken at once when every task is a cache hit).
+
+    Refusals, in order: ``who`` at its cap of active jobs (429); ``trials`` over
+    ``settings.max_trials``, a target tunehub refuses or no worker registered (422); a source
+    that is not base64 (ONNX) or that the isolated parser refuses (422 at ``source`` or
+    ``inputs``); no free or available parser (429/503). Needs ``submit-code`` (the route's)."""
+    check_active_jobs(store.jobs.count_unfinished(who.name), settings.max_active_jobs)
+    if body.trials > settings.max_trials:
+        raise invalid(
+            ("body", "trials"),
+            f"trials must be at most {settings.max_trials}",
+            "less_than_equal",
+            body.trials,
+        )
+    target = resolve_job_target(body.target, store)
+    check_target(who, target.canonical, store)
+    source = _source_bytes(body)
+    inputs = [ModelInput(i.name, tuple(i.shape), i.dtype) for i in body.inputs]
+    parsed = parsed_model(body.format, source, inputs, target.canonical, who.limit_key)
+
+    stored_target = record_target(store, body.target, target)
+    artifact = _store_source(store, settings, body.format, source)
+    queue_of_target = queue_name(stored_target.key)
+    sizes = [task.weight * max(task.flop, 1.0) for task in parsed.tasks]
+    tasks: list[NewModelTask] = []
+    jobs = []
+    for task, trials in zip(parsed.tasks, split_budget(body.trials, sizes), strict=True):
+        workload = store.catalog.get_or_create_workload(
+            task.shash, task.mod_json, None, {"task": task.name}, task.flop
+        )
+        space = resolve_space("auto", tuple(task.layout_free), target.kind)
+        job = store.jobs.create(
+            workload.id,
+            stored_target.id,
+            trials,
+            queue_of_target,
+            who.name,
+            space=space,
+            space_must_match=False,
+        )
+        jobs.append(job)
+        tasks.append(NewModelTask(task.name, task.weight, workload.id, job.id, trials))
+    model = store.models.create(
+        name=body.name,
+        fmt=body.format,
+        source_artifact_id=artifact.id,
+        inputs=[{"name": i.name, "shape": list(i.shape), "dtype": i.dtype} for i in inputs],
+        outputs=_outputs(parsed),
+        target_id=stored_target.id,
+        trials=body.trials,
+        queue=queue_of_target,
+        submitted_by=who.name,
+        tasks=tasks,
+    )
+    for job in jobs:
+        if job.state == JobState.QUEUED.value:
+            dispatch_or_defer(store, queue, job)
+    if all(job.state != JobState.QUEUED.value for job in jobs):
+        wake_compile_or_defer(store, queue, model)
+    return model
+
+
+def _source_bytes(body: ModelCreate) -> bytes:
+    if body.format == "relax":
+        return body.source.encode()
+    try:
+        return base64.b64decode(body.source, validate=True)
+    except (binascii.Error, ValueError):
+        raise invalid(
+            ("body", "source"), "an ONNX source must be the file's bytes in base64", "base64", None
+        ) from None
+
+
+def _outputs(parsed: ParsedModel) -> list[dict[str, Any]]:
+    return [{"shape": list(o.shape), "dtype": o.dtype} for o in parsed.outputs]
+
+
+def _store_source(store: Store, settings: Settings, fmt: str, source: bytes) -> Any:
+    """The uploaded file, content-addressed in the artifact directory, and its artifact row."""
+    with tempfile.TemporaryDirectory(prefix="tunehub-upload-") as scratch:
+        path = Path(scratch) / "model"
+        path.write_bytes(source)
+        stored = publish(settings.artifacts, path, SOURCE_SUFFIX[fmt])
+    return store.models.create_source(stored.sha256, stored.size, stored.relpath, f"model-{fmt}")

@@ -1,0 +1,212 @@
+"""Whole-model jobs over the real API and a real worker (in process): a tiny ONNX CNN is parsed
+in the jail, its tasks stored and tuned by ordinary jobs (weights in the packed space), the
+model compiled with the verified schedules, downloaded, run, and equal to onnxruntime's output;
+the same model again is all cache hits; cancel, a compile whose worker died, and hostile
+uploads behave."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+
+from schedules_db import Store, make_engine
+from service.app import create_app
+from service.settings import Settings
+from service.worker.runner import WorkerContext, run_next
+from tests.conftest import ServerThread
+from tests.service.rows import row_counts
+from tests.tuning.model_cases import (
+    TINY_RELAX,
+    external_data,
+    huge_initializer,
+    relax_calling,
+    tiny_cnn,
+)
+from tuning.hardware.host import current_tvm_series
+
+INPUT = [{"name": "x", "shape": [1, 3, 16, 16], "dtype": "float32"}]
+
+
+@dataclass
+class Service:
+    client: httpx.Client
+    data_dir: Path
+    store: Store
+
+    def worker(self, name: str = "pytest-models") -> WorkerContext:
+        target_ids = tuple(t.id for t in self.store.catalog.list_targets())
+        return WorkerContext(
+            store=self.store,
+            artifact_dir=self.data_dir / "artifacts",
+            worker_name=name,
+            stale_after=timedelta(seconds=60),
+            num_trials_per_iter=4,
+            seed=0,
+            target_ids=target_ids,
+        )
+
+    def run_worker(self, name: str = "pytest-models") -> list[str]:
+        """Run the worker until nothing is left to do; the outcome of each job."""
+        context, outcomes = self.worker(name), []
+        while (outcome := run_next(context)) != "idle":
+            outcomes.append(outcome)
+        return outcomes
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    data_dir = tmp_path_factory.mktemp("models")
+    app = create_app(Settings(data_dir=data_dir), run_reaper=False)
+    with ServerThread(app) as server, httpx.Client(base_url=server.url, timeout=300) as client:
+        store = Store(make_engine(f"sqlite:///{data_dir / 'tunehub.db'}"), current_tvm_series())
+        yield Service(client, data_dir, store)
+
+
+def _body(model: Any, trials: int = 8, **extra: Any) -> dict[str, Any]:
+    source = base64.b64encode(model.SerializeToString()).decode()
+    return {"name": "tiny", "format": "onnx", "source": source, "inputs": INPUT,
+            "trials": trials, **extra}  # fmt: skip
+
+
+def _onnx_output(model: Any, x: np.ndarray) -> np.ndarray:
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(model.SerializeToString())
+    return np.asarray(session.run(None, {"x": x})[0])
+
+
+def _run_compiled(path: Path, x: np.ndarray) -> np.ndarray:
+    import tvm
+    from tvm import relax
+
+    vm = relax.VirtualMachine(tvm.runtime.load_module(str(path)), tvm.cpu())
+    return np.asarray(vm["main"](tvm.runtime.tensor(x)).numpy())
+
+
+def test_a_model_is_tuned_compiled_and_equals_onnxruntime(service: Service, tmp_path: Path) -> None:
+    model = tiny_cnn()
+    created = service.client.post("/api/v1/models", json=_body(model))
+    assert created.status_code == 201, created.text
+    body = created.json()
+    assert body["state"] == "tuning" and body["format"] == "onnx"
+    tasks = body["tasks"]
+    assert len(tasks) == body["progress"]["tasks"] >= 3
+    assert sum(t["trials"] for t in tasks) == 8
+    names = {t["name"] for t in tasks}
+    assert any(n.startswith("fused_conv2d") for n in names), names
+    # Tasks with weights are searched in the packed space, the others in the plain one.
+    spaces = {t["name"]: t["job"]["space"] for t in tasks}
+    assert all(spaces[n] == "packed" for n in names if n.startswith("fused_conv2d")), spaces
+    # Each task is a stored user workload with its job.
+    for task in tasks:
+        workload = service.client.get(f"/api/v1/workloads/{task['workload_id']}").json()
+        assert workload["operator"] is None and workload["params"] == {"task": task["name"]}
+
+    outcomes = service.run_worker()
+    assert outcomes and set(outcomes) == {"succeeded"}, outcomes
+    done = service.client.get(f"/api/v1/models/{body['id']}").json()
+    assert done["state"] == "succeeded", done
+    assert {t["job"]["state"] for t in done["tasks"]} == {"succeeded"}
+    result = done["result"]
+    assert result["tasks_applied"] >= 1 and result["tuned_ms"] > 0 and result["untuned_ms"] > 0
+
+    compiled = tmp_path / "model.so"
+    response = service.client.get(f"/api/v1/models/{body['id']}/artifact")
+    assert response.status_code == 200
+    compiled.write_bytes(response.content)
+    assert response.headers["x-content-sha256"] == result["artifact_sha256"]
+    etag = response.headers["etag"]
+    again = service.client.get(
+        f"/api/v1/models/{body['id']}/artifact", headers={"If-None-Match": etag}
+    )
+    assert again.status_code == 304
+    x = np.random.default_rng(1).standard_normal((1, 3, 16, 16)).astype("float32")
+    np.testing.assert_allclose(_run_compiled(compiled, x), _onnx_output(model, x), rtol=1e-4,
+                               atol=1e-5)  # fmt: skip
+
+    # The same model again: every task is a cache hit and only the compile runs.
+    second = service.client.post("/api/v1/models", json=_body(model)).json()
+    assert second["progress"]["tasks_cache_hit"] == second["progress"]["tasks"]
+    assert service.run_worker() == []  # no job ran: the compile is not a job
+    assert service.client.get(f"/api/v1/models/{second['id']}").json()["state"] == "succeeded"
+
+
+def test_cancel_mid_model_cancels_its_task_jobs(service: Service) -> None:
+    body = {"name": "relax-mlp", "format": "relax", "source": TINY_RELAX, "trials": 4,
+            "inputs": [{"name": "x", "shape": [4, 16], "dtype": "float32"},
+                       {"name": "w", "shape": [16, 8], "dtype": "float32"}]}  # fmt: skip
+    response = service.client.post("/api/v1/models", json=body)
+    assert response.status_code == 201, response.text
+    created = response.json()
+    assert created["state"] == "tuning" and created["progress"]["tasks"] >= 1
+    cancelled = service.client.post(f"/api/v1/models/{created['id']}/cancel")
+    assert cancelled.status_code == 200, cancelled.text
+    body = service.client.get(f"/api/v1/models/{created['id']}").json()
+    assert body["state"] == "cancelled"
+    assert {t["job"]["state"] for t in body["tasks"]} == {"cancelled"}
+    assert service.run_worker() == []
+    assert service.client.get(f"/api/v1/models/{created['id']}/artifact").status_code == 404
+
+
+def test_a_compile_whose_worker_died_is_taken_over(service: Service) -> None:
+    created = service.client.post("/api/v1/models", json=_body(tiny_cnn())).json()
+    assert created["progress"]["tasks_cache_hit"] == created["progress"]["tasks"]
+    # A worker claims the compile, then dies (no heartbeat ever again).
+    assert service.store.models.claim_compile(created["id"], "dead", timedelta(seconds=60))
+    assert service.run_worker() == []  # the claim is fresh: nobody takes it over yet
+    assert service.client.get(f"/api/v1/models/{created['id']}").json()["state"] == "compiling"
+    context = service.worker("pytest-survivor")
+    context.stale_after = timedelta(seconds=-1)  # the dead worker's heartbeat is now stale
+    assert run_next(context) == "idle"
+    after = service.client.get(f"/api/v1/models/{created['id']}").json()
+    assert after["state"] == "succeeded" and after["worker"] == "pytest-survivor"
+    assert after["attempt"] == 2
+
+
+HOSTILE_RELAX = relax_calling('R.call_packed("system", x, sinfo_args=R.Tensor((4, 16), "float32"))')
+
+
+@pytest.mark.parametrize(
+    ("case", "field"),
+    [
+        ("truncated", "source"),
+        ("not-base64", "source"),
+        ("huge-initializer", "source"),
+        ("external-data", "source"),
+        ("wrong-input-name", "inputs"),
+        ("relax-call-packed", "source"),
+    ],
+)
+def test_hostile_models_are_refused_and_nothing_is_written(
+    service: Service, case: str, field: str
+) -> None:
+    before = row_counts(service.data_dir, ("models", "jobs", "workloads", "artifacts"))
+    body = _body(tiny_cnn())
+    if case == "truncated":
+        body["source"] = base64.b64encode(tiny_cnn().SerializeToString()[:100]).decode()
+    elif case == "not-base64":
+        body["source"] = "this is not base64!"
+    elif case == "huge-initializer":
+        body = _body(huge_initializer())
+    elif case == "external-data":
+        body = _body(external_data())
+    elif case == "wrong-input-name":
+        body["inputs"] = [{"name": "nope", "shape": [1, 3, 16, 16], "dtype": "float32"}]
+    else:
+        body = {**body, "format": "relax", "source": HOSTILE_RELAX,
+                "inputs": [{"name": "x", "shape": [4, 16], "dtype": "float32"},
+                           {"name": "w", "shape": [16, 8], "dtype": "float32"}]}  # fmt: skip
+    response = service.client.post("/api/v1/models", json=body)
+    assert response.status_code == 422, response.text
+    detail = response.json()["detail"]
+    assert detail[0]["loc"] == ["body", field], detail
+    assert row_counts(service.data_dir, ("models", "jobs", "workloads", "artifacts")) == before
+    assert service.client.get("/healthz").status_code == 200
