@@ -18,6 +18,7 @@ from typing import cast
 from service import host_cli, token_cli
 from service.client import IntegrityError, TunehubError
 from service.client.commands import add_parsers as add_client_parsers
+from service.client.model_commands import add_parsers as add_model_parsers
 from service.settings import Settings
 
 
@@ -48,6 +49,7 @@ def build_parser(token_commands: bool = True) -> argparse.ArgumentParser:
     host_cli.add_parsers(sub, _data_options, _settings)
     token_cli.add_parser(sub, _data_options, _settings, subcommands=token_commands)
     add_client_parsers(sub)
+    add_model_parsers(sub)
     return parser
 
 

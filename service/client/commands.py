@@ -281,7 +281,7 @@ def cmd_operators(args: argparse.Namespace) -> int:
     return 0
 
 
-def _server_options(p: argparse.ArgumentParser) -> None:
+def server_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--server", help="tunehub URL (default $TUNEHUB_URL or http://127.0.0.1:8000)")
     p.add_argument("--token", help="API token (default $TUNEHUB_TOKEN)")
 
@@ -303,7 +303,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help="search space (auto: packed weights on CPU where the operator has them)",
     )
     p.add_argument("--submitted-by", help=argparse.SUPPRESS)  # ignored: the token says who
-    _server_options(p)
+    server_options(p)
     p.set_defaults(func=cmd_submit)
 
     for name, func, help_text in (
@@ -313,13 +313,13 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     ):
         p = sub.add_parser(name, help=help_text)
         p.add_argument("job_id", type=int)
-        _server_options(p)
+        server_options(p)
         p.set_defaults(func=func)
 
     p = sub.add_parser("schedules", help="list verified best schedules")
     p.add_argument("--operator")
     p.add_argument("--target", help="key, label or 'host'")
-    _server_options(p)
+    server_options(p)
     p.set_defaults(func=cmd_schedules)
 
     p = sub.add_parser(
@@ -348,29 +348,29 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     p.add_argument("--trials", type=int, default=64, help="trials of that job")
     p.add_argument("--wait", action="store_true", help="wait for that job, then fetch")
-    _server_options(p)
+    server_options(p)
     p.set_defaults(func=cmd_fetch)
 
     p = sub.add_parser("export", help="write a target's records as a MetaSchedule JSONDatabase")
     p.add_argument("directory")
     p.add_argument("--target", required=True, help="key, label, 'host' or JSON")
-    _server_options(p)
+    server_options(p)
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("import", help="load a MetaSchedule JSONDatabase folder for a target")
     p.add_argument("directory")
     p.add_argument("--target", required=True, help="what it was measured on: 'host', label, JSON")
-    _server_options(p)
+    server_options(p)
     p.set_defaults(func=cmd_import)
 
     p = sub.add_parser("workers", help="list the worker fleet")
-    _server_options(p)
+    server_options(p)
     p.set_defaults(func=cmd_workers)
 
     p = sub.add_parser("whoami", help="who the token is and what it may do")
-    _server_options(p)
+    server_options(p)
     p.set_defaults(func=cmd_whoami)
 
     p = sub.add_parser("operators", help="list the operator catalog")
-    _server_options(p)
+    server_options(p)
     p.set_defaults(func=cmd_operators)

@@ -1,0 +1,103 @@
+"""Whole-model jobs from the light client: submit a model file, follow it, download the
+compiled model (``/api/v1/models``)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from service.client.http import IntegrityError, TunehubClient
+
+MODEL_FINAL_STATES = ("succeeded", "failed", "cancelled")
+
+
+def model_format(path: Path) -> str:
+    """ "onnx" for a ``.onnx`` file, "relax" for TVMScript (``.py``); ValueError otherwise."""
+    suffix = path.suffix.lower()
+    if suffix == ".onnx":
+        return "onnx"
+    if suffix == ".py":
+        return "relax"
+    raise ValueError(f"{path}: expected an .onnx file or a Relax module as TVMScript (.py)")
+
+
+def submit_model(
+    client: TunehubClient,
+    path: str | Path,
+    inputs: list[dict[str, Any]],
+    trials: int,
+    target: str | dict[str, Any] = "host",
+    name: str | None = None,
+) -> dict[str, Any]:
+    """Submit the model in ``path`` (``inputs``: ``{"name", "shape", "dtype"}`` each) with a
+    total budget of ``trials``; the model as the server recorded it (its tasks' jobs queued)."""
+    path = Path(path)
+    fmt = model_format(path)
+    data = path.read_bytes()
+    source = base64.b64encode(data).decode() if fmt == "onnx" else data.decode()
+    body = {
+        "name": name or path.stem,
+        "format": fmt,
+        "source": source,
+        "inputs": inputs,
+        "target": target,
+        "trials": trials,
+    }
+    return client._object(client.http.post("/models", json=body))
+
+
+def get_model(client: TunehubClient, model_id: int) -> dict[str, Any]:
+    """One model with its tasks' progress."""
+    return client._object(client.http.get(f"/models/{model_id}"))
+
+
+def cancel_model(client: TunehubClient, model_id: int) -> dict[str, Any]:
+    """Cancel a model (its unfinished task jobs too)."""
+    return client._object(client.http.post(f"/models/{model_id}/cancel"))
+
+
+def wait_model(
+    client: TunehubClient,
+    model_id: int,
+    on_progress: Callable[[dict[str, Any]], None] | None = None,
+    poll_s: float = 1.0,
+    timeout_s: float | None = None,
+) -> dict[str, Any]:
+    """Poll a model until it is final; ``on_progress`` sees every poll. Returns the model."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while True:
+        model = get_model(client, model_id)
+        if on_progress:
+            on_progress(model)
+        if model["state"] in MODEL_FINAL_STATES:
+            return model
+        if deadline is not None and time.monotonic() > deadline:
+            raise TimeoutError(f"model {model_id} still {model['state']} after {timeout_s} s")
+        time.sleep(poll_s)
+
+
+def download_model(client: TunehubClient, model_id: int, dest: str | Path) -> str:
+    """Download a compiled model to ``dest`` and check its sha256 (returned)."""
+    dest = Path(dest)
+    digest = hashlib.sha256()
+    partial = dest.with_name(dest.name + ".partial")
+    with client.http.stream("GET", f"/models/{model_id}/artifact") as response:
+        if response.status_code >= 400:
+            response.read()
+            client._json(response)
+        announced: str = response.headers.get("x-content-sha256", "")
+        with open(partial, "wb") as handle:
+            for chunk in response.iter_bytes():
+                digest.update(chunk)
+                handle.write(chunk)
+    if digest.hexdigest() != announced:
+        partial.unlink(missing_ok=True)
+        raise IntegrityError(
+            f"model {model_id}: sha256 {digest.hexdigest()} != announced {announced!r}"
+        )
+    partial.replace(dest)
+    return announced
