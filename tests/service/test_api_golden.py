@@ -64,6 +64,7 @@ from schedules_db.values import NewRecord, NewSchedule
 from service.app import create_app
 from service.settings import Settings
 from tests.conftest import TINY, ServerThread
+from tests.tuning.model_cases import TINY_RELAX
 from tests.service.golden_record import (
     Normaliser,
     Recorder,
@@ -389,6 +390,38 @@ def _tour(api: Recorder) -> None:
     call("GET", top, query={"workload": shash, "target": key, "k": 2})
     call("GET", top, query={"workload": shash, "target": "0" * 32}, why="a target with none")
     call("GET", top, query={"workload": "abc", "target": key, "k": 0})
+
+    # Fetch by key (issue 16): the verified best of a catalog key or a workload hash.
+    best = schedules + "/best"
+    call("GET", best, "reader", query={"workload": shash, "target": "skylake-avx512-3c"})
+    params = json.dumps({"M": 64, "N": 64, "K": 64})
+    call("GET", best, query={"operator": "matmul", "params": params, "target": "skylake-avx512-3c"},
+         why="nothing tuned: 404 not_tuned naming the key")  # fmt: skip
+    call("GET", best, query={"operator": "matmul", "params": '{"M": 0}', "target": "host"})
+    call("GET", best, query={"target": "host"}, why="neither operator nor workload")
+    call("GET", best, query={"workload": "12a", "target": "host"})
+
+    # Whole-model jobs (issue 16): parsed in the jail, one job per task.
+    models, model = API + "/models", API + "/models/{model_id}"
+    upload = {"name": "mlp", "format": "relax", "source": TINY_RELAX, "target": SKYLAKE,
+              "trials": 4, "inputs": [{"name": "x", "shape": [4, 16]},
+                                      {"name": "w", "shape": [16, 8]}]}  # fmt: skip
+    call("POST", models, "alice", body=upload, why="a model is code: submit-code")
+    call("POST", models, body=upload, why="root is at its cap of unfinished jobs")
+    queued = api.http.get(jobs, params={"state": "queued"}, headers=_as(api, "root")).json()
+    for found in queued:
+        if found["submitted_by"] == "root":
+            call("POST", job + "/cancel", job_id=found["id"], why="make room")
+    created = call("POST", models, body=upload)
+    model_id = created.json()["id"]
+    call("GET", models)
+    call("GET", model, "reader", model_id=model_id)
+    call("GET", model, model_id=987654)
+    call("GET", model + "/artifact", model_id=model_id, why="not compiled yet")
+    call("POST", model + "/cancel", "alice", model_id=model_id, why="not alice's")
+    call("POST", model + "/cancel", model_id=model_id)
+    call("POST", models, body={**upload, "format": "onnx", "source": "not base64!"})
+    call("POST", models, body={**upload, "inputs": [{"name": "x", "shape": [0]}]})
 
 
 def _as(api: Recorder, who: str) -> dict[str, str]:
