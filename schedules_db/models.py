@@ -270,3 +270,39 @@ class ModelTaskRow(Base):
     workload_id: Mapped[int] = mapped_column(ForeignKey("workloads.id"), nullable=False)
     job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id"), nullable=False)
     trials: Mapped[int] = mapped_column(Integer, nullable=False)
+
+
+class NeighbourAnswerRow(Base):
+    """An unverified answer for a workload without a verified best on a target: the best trace
+    of its nearest tuned neighbour (``neighbour_schedule_id``), refitted to it in the jail.
+    ``state`` is ``offered`` (served to lookups that allow it), ``withdrawn`` (it failed
+    verification on a worker: never offered again) or ``superseded`` (a verified best exists);
+    ``job_id`` is the job that verifies it and then tunes the workload."""
+
+    __tablename__ = "neighbour_answers"
+    __table_args__ = (
+        UniqueConstraint(
+            "workload_id",
+            "target_id",
+            "tvm_series",
+            "neighbour_schedule_id",
+            name="uq_neighbour_answer",
+        ),  # fmt: skip
+        Index("ix_neighbour_answers_lookup", "target_id", "workload_id"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    workload_id: Mapped[int] = mapped_column(ForeignKey("workloads.id"), nullable=False)
+    target_id: Mapped[int] = mapped_column(ForeignKey("targets.id"), nullable=False)
+    tvm_series: Mapped[str] = mapped_column(String(16), nullable=False)
+    neighbour_schedule_id: Mapped[int] = mapped_column(ForeignKey("schedules.id"), nullable=False)
+    neighbour_workload_id: Mapped[int] = mapped_column(ForeignKey("workloads.id"), nullable=False)
+    trace_json: Mapped[str] = mapped_column(Text, nullable=False)
+    args_info: Mapped[list[Any]] = mapped_column(JSON, nullable=False)
+    latency_us: Mapped[float] = mapped_column(Float, nullable=False)  # an estimate, by FLOP
+    space: Mapped[str] = mapped_column(String(16), nullable=False)
+    state: Mapped[str] = mapped_column(String(16), nullable=False)
+    job_id: Mapped[int | None] = mapped_column(ForeignKey("jobs.id"), nullable=True)
+    reason: Mapped[str | None] = mapped_column(Text, nullable=True)  # why it was withdrawn
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

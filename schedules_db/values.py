@@ -347,3 +347,67 @@ class PublishedModel:
     untuned_ms: float
     tuned_ms: float
     max_abs_error: float
+
+
+class NeighbourState(str, enum.Enum):
+    """States of a neighbour answer: only `offered` ones are served."""
+
+    OFFERED = "offered"
+    WITHDRAWN = "withdrawn"  # failed verification: never offered again
+    SUPERSEDED = "superseded"  # a verified best of the workload exists
+
+
+@dataclass(frozen=True)
+class NeighbourAnswer:
+    """An unverified answer for an untuned workload (`NeighbourAnswerRow`): its nearest tuned
+    neighbour's best trace refitted to it; ``latency_us`` is an estimate (the neighbour's
+    latency scaled by FLOP), not a measurement."""
+
+    id: int
+    workload_id: int
+    target_id: int
+    tvm_series: str
+    neighbour_schedule_id: int
+    neighbour_workload_id: int
+    trace_json: str
+    args_info: list[Any]
+    latency_us: float
+    space: str
+    state: str  # a NeighbourState value
+    job_id: int | None
+    reason: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class NewNeighbourAnswer:
+    """A neighbour answer to offer (`Neighbours.offer`)."""
+
+    workload_id: int
+    target_id: int
+    neighbour_schedule_id: int
+    neighbour_workload_id: int
+    trace_json: str
+    args_info: list[Any]
+    latency_us: float
+    space: str
+
+
+@dataclass(frozen=True)
+class NeighbourSource:
+    """A workload with a verified best that has a record (its trace can be refitted): the
+    workload (`WorkloadRow` columns ``id`` .. ``flop``, ``mod_json``) and its best's
+    ``schedule_id``, ``latency_us``, ``space`` and record ``trace_json``."""
+
+    id: int
+    shash: str
+    origin: str
+    operator: str | None
+    params: dict[str, Any]
+    flop: float
+    mod_json: str
+    schedule_id: int
+    latency_us: float
+    space: str
+    trace_json: str

@@ -6,7 +6,8 @@ split by aggregate, each module with its own contract:
 * `store.records` (`schedules_db.store.records`): measured candidates;
 * `store.schedules` (`schedules_db.store.schedules`): verified bests, artifacts, publishing;
 * `store.fleet` (`schedules_db.store.fleet`): the worker registry;
-* `store.models` (`schedules_db.store.models`): whole-model jobs, their tasks and compiles.
+* `store.models` (`schedules_db.store.models`): whole-model jobs, their tasks and compiles;
+* `store.neighbours` (`schedules_db.store.neighbours`): unverified answers from tuned neighbours.
 
 The read side a TVM build needs (best, top-k, batch lookup) is `schedules_db.reader`, an
 implementation of `schedule_reads.ScheduleReader`.
@@ -60,6 +61,7 @@ from schedules_db.store.catalog import CatalogRows
 from schedules_db.store.fleet import Fleet
 from schedules_db.store.jobs import Jobs
 from schedules_db.store.models import Models
+from schedules_db.store.neighbours import Neighbours
 from schedules_db.store.records import Records
 from schedules_db.store.schedules import Schedules
 
@@ -81,6 +83,7 @@ class Store:
         self.schedules = Schedules(*shared)
         self.fleet = Fleet(*shared)
         self.models = Models(*shared)
+        self.neighbours = Neighbours(*shared)
 
     @contextmanager
     def session(self) -> Iterator[Session]:
