@@ -373,6 +373,7 @@ class NeighbourAnswer:
     args_info: list[Any]
     latency_us: float
     space: str
+    tvm_version: str
     state: str  # a NeighbourState value
     job_id: int | None
     reason: str | None
@@ -392,13 +393,15 @@ class NewNeighbourAnswer:
     args_info: list[Any]
     latency_us: float
     space: str
+    tvm_version: str
 
 
 @dataclass(frozen=True)
 class NeighbourSource:
     """A workload with a verified best that has a record (its trace can be refitted): the
     workload (`WorkloadRow` columns ``id`` .. ``flop``, ``mod_json``) and its best's
-    ``schedule_id``, ``latency_us``, ``space`` and record ``trace_json``."""
+    ``schedule_id``, ``latency_us``, ``space`` and its record's ``trace_json`` and
+    ``tvm_version``."""
 
     id: int
     shash: str
@@ -411,3 +414,4 @@ class NeighbourSource:
     latency_us: float
     space: str
     trace_json: str
+    tvm_version: str

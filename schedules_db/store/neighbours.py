@@ -84,6 +84,7 @@ class Neighbours(Aggregate):
                 ScheduleRow.latency_us,
                 ScheduleRow.space,
                 TuningRecordRow.trace_json,
+                TuningRecordRow.tvm_version,
             )
             .join(ScheduleRow, ScheduleRow.workload_id == WorkloadRow.id)
             .join(TuningRecordRow, TuningRecordRow.id == ScheduleRow.record_id)

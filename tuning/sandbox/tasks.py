@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tuning.sandbox.model_tasks import MODEL_TASKS
+from tuning.sandbox.neighbour_tasks import NEIGHBOUR_TASKS
 from tuning.sandbox.workloads import Refused, checked_module, derive, describe
 
 __all__ = ["TASKS", "Refused", "check", "derive", "parse"]
@@ -55,4 +56,5 @@ TASKS: dict[str, Callable[..., dict[str, Any]]] = {
     "derive": derive,
     "check": check,
     **MODEL_TASKS,  # a model's import, its tasks' re-derivation, its compile
+    **NEIGHBOUR_TASKS,  # a tuned neighbour's trace refitted to an untuned workload
 }

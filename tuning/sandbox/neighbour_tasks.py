@@ -1,0 +1,102 @@
+"""The isolated child's neighbour task: refit a tuned neighbour's best trace to an untuned
+workload, replay it and compile it (`tuning.sandbox.neighbour_refit` is the parent's side).
+
+The modules and traces come from the store (user workloads among them), and replaying a trace
+runs TVM's loaders and schedule primitives on them, so this runs only inside the jail. The
+refit is the warm start's (`tuning.search.seeding._adapt`): every ``SamplePerfectTile``
+decision refitted to the new loop extents, then the target's postprocessors applied afresh.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tuning.sandbox.workloads import Refused, checked_module
+from tuning.search.neighbour_match import signature_distance
+
+MAX_REQUESTS = 16  # workloads refitted by one child
+MAX_CANDIDATES = 32  # neighbours sent per workload
+TRIED = 4  # nearest neighbours tried per workload
+
+
+def _signature(mod: Any) -> list[tuple[list[int], str]]:
+    from tuning.ir import arg_specs
+
+    return [([int(x) for x in shape], str(dtype)) for shape, dtype in arg_specs(mod["main"])]
+
+
+def _refit_one(request: Any, target: Any) -> dict[str, Any]:
+    import tvm
+    from tvm.s_tir.meta_schedule import TuneContext
+    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+    from tvm.s_tir.schedule import Schedule
+
+    from tuning.search.seeding import _adapt
+    from tuning.search.traces import plain_json, trace_to_text
+
+    if not isinstance(request, dict) or not isinstance(request.get("mod_json"), str):
+        raise Refused("requests: each needs mod_json")
+    candidates = request.get("candidates")
+    if not isinstance(candidates, list) or len(candidates) > MAX_CANDIDATES:
+        raise Refused(f"requests: candidates must be a list of at most {MAX_CANDIDATES}")
+    mod = checked_module(tvm.ir.load_json(request["mod_json"]))
+    order = list(range(len(candidates)))
+    sources: dict[int, Any] = {}
+    for index in order:
+        candidate = candidates[index]
+        if not isinstance(candidate, dict) or not all(
+            isinstance(candidate.get(k), str) for k in ("mod_json", "trace_json")
+        ):
+            raise Refused("requests: each candidate needs mod_json and trace_json")
+        sources[index] = checked_module(tvm.ir.load_json(candidate["mod_json"]))
+    if request.get("by_signature"):  # a user workload: same buffers, nearest by sizes
+        own = _signature(mod)
+        scored = [(signature_distance(own, _signature(sources[i])), i) for i in order]
+        order = [i for distance, i in sorted(s for s in scored if s[0] is not None)]
+    context = TuneContext(
+        mod=mod, target=target, space_generator="post-order-apply", num_threads=1
+    ).clone()  # num_threads given: counting cores reads /proc, which the jail lacks
+    postprocs = list(context.space_generator.postprocs)
+    failures = []
+    for index in order[:TRIED]:
+        try:
+            trace = _adapt(sources[index], candidates[index]["trace_json"], mod, postprocs)
+            if trace is None:
+                failures.append(f"{index}: the postprocessors refused it")
+                continue
+            sch = Schedule(mod)
+            trace.apply_to_schedule(sch, remove_postproc=False)
+            tvm.compile(sch.mod, target=target)
+        except Exception as err:  # noqa: BLE001 - a neighbour that does not fit is skipped
+            failures.append(f"{index}: {type(err).__name__}: {str(err)[-200:]}")
+            continue
+        args = [plain_json(a.as_json()) for a in ArgInfo.from_prim_func(mod["main"])]
+        return {
+            "candidate": index,
+            "trace_json": trace_to_text(trace.as_json(remove_postproc=False)),
+            "args_info": args,
+        }
+    return {"candidate": None, "failures": failures[:TRIED]}
+
+
+def refit(target: Any, requests: Any) -> dict[str, Any]:
+    """For each request (``mod_json``: the untuned workload; ``candidates``: tuned neighbours'
+    ``mod_json`` and best ``trace_json``, nearest first; ``by_signature``: order them here by
+    buffer signature instead, dropping those that differ), the first of the nearest `TRIED`
+    whose trace refits, replays and compiles for ``target``: its index, the refitted trace as
+    the store keeps traces and the workload's args info; ``candidate`` None when none fits."""
+    import tvm
+
+    from tuning.hardware.intrinsics import load_tensor_intrinsics
+
+    if not isinstance(requests, list) or len(requests) > MAX_REQUESTS:
+        raise Refused(f"requests: a list of at most {MAX_REQUESTS}")
+    if not isinstance(target, dict):
+        raise Refused("target: a canonical TVM target (JSON object)")
+    load_tensor_intrinsics([json.loads(json.dumps(target))])  # TuneContext's import: ~1 s
+    built = tvm.target.Target(target)
+    return {"answers": [_refit_one(request, built) for request in requests]}
+
+
+NEIGHBOUR_TASKS = {"refit_neighbour": refit}
