@@ -64,7 +64,6 @@ from schedules_db.values import NewRecord, NewSchedule
 from service.app import create_app
 from service.settings import Settings
 from tests.conftest import TINY, ServerThread
-from tests.tuning.model_cases import TINY_RELAX
 from tests.service.golden_record import (
     Normaliser,
     Recorder,
@@ -72,6 +71,7 @@ from tests.service.golden_record import (
     changed_parts,
     openapi_summary,
 )
+from tests.tuning.model_cases import TINY_RELAX
 
 GOLDEN = Path(__file__).with_name("golden") / "api.json"
 UPDATE = os.environ.get("TUNEHUB_UPDATE_GOLDEN", "").lower() in ("1", "true", "yes", "on")
