@@ -20,7 +20,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("schedule_reads", "schedules_db", "tuning", "service")
 STDLIB = frozenset(sys.stdlib_module_names)
-LIGHT = ("httpx", "tvm", "tvm_ffi", "schedule_reads", "service.client")
+# A build hashes its tasks after the very pipeline model jobs extract them with: the light
+# client imports that one module of `tuning` (TVM only), never a copy of it.
+PIPELINE = "tuning.models.pipeline"
+LIGHT = ("httpx", "tvm", "tvm_ffi", "schedule_reads", "service.client", PIPELINE, "tuning.ir")
 # The command-line entry modules start either side of the service; at module level they stay
 # light (`tunehub --help` and the client commands import no server), heavy imports go in handlers.
 ENTRY = ("service.cli", "service.host_cli", "service.token_cli", "service.supervisor")
@@ -88,6 +91,10 @@ RULES = (
             "sqlalchemy",
             "alembic",
         ),
+    ),
+    Rule(PIPELINE, "the shared model pipeline: TVM only", only=("tvm", "tvm_ffi", "tuning.ir")),
+    Rule(
+        "tuning.ir", "IR helpers: TVM only (the light client imports them)", only=("tvm", "tvm_ffi")
     ),
     Rule("service.worker", "worker package: never FastAPI or the API", never=WORKER_NEVER),
     Rule(

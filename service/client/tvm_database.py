@@ -26,6 +26,7 @@ from tvm.s_tir.meta_schedule.database import PyDatabase, TuningRecord, Workload
 from schedule_reads import TunedSchedule, tvm_series
 from service.client.http import TunehubClient
 from service.client.reader import RestScheduleReader
+from tuning.models.pipeline import tuning_pipeline
 
 
 @derived_object
@@ -45,14 +46,25 @@ class TunehubDatabase(PyDatabase):
     # -- what the build asks --------------------------------------------------------------
     def prefetch(self, mod: Any) -> int:
         """Look up every PrimFunc of ``mod`` (each as the module MetaSchedule queries: itself
-        as ``main``) in one request; returns how many have a tuned schedule."""
+        as ``main``) in one request; returns how many have a tuned schedule to apply. A Relax module
+        without PrimFuncs (not legalized yet) is first put through the pipeline model jobs
+        extract tasks with (`tuning.models.pipeline.tuning_pipeline`, which needs this
+        database's target as a `tvm.target.Target` or its JSON): its fused PrimFuncs are what a
+        build applies. A module that has PrimFuncs is taken as the build's own, fused already."""
+        if not any(isinstance(f, tvm.tirx.PrimFunc) for _, f in mod.functions.items()):
+            if self.target is None:
+                raise ValueError(
+                    "prefetch of a Relax module needs the target itself (a tvm.target.Target "
+                    "or its JSON), not a key or label: the pipeline runs under it"
+                )
+            mod = tuning_pipeline(mod, self.target)
         hashes = [
             _shash(_as_workload_module(func))
             for _, func in mod.functions.items()
             if isinstance(func, tvm.tirx.PrimFunc)
         ]
         self._fetch(hashes)
-        return sum(self._answers.get(h) is not None for h in hashes)
+        return sum(1 for h in set(hashes) if _applies(self._answers.get(h)))
 
     def _fetch(self, hashes: list[str]) -> None:
         wanted = [h for h in dict.fromkeys(hashes) if h not in self._answers]
@@ -69,8 +81,7 @@ class TunehubDatabase(PyDatabase):
 
     # -- PyDatabase ----------------------------------------------------------------------
     def has_workload(self, mod: Any) -> bool:
-        best = self._best(mod)
-        return best is not None and best.record is not None
+        return _applies(self._best(mod))
 
     def commit_workload(self, mod: Any) -> Workload:
         shash = _shash(mod)
@@ -103,9 +114,12 @@ class TunehubDatabase(PyDatabase):
         ]
 
     def __len__(self) -> int:
-        return sum(
-            1 for best in self._answers.values() if best is not None and best.record is not None
-        )
+        return sum(1 for best in self._answers.values() if _applies(best))
+
+
+def _applies(best: TunedSchedule | None) -> bool:
+    """A verified best with a trace to replay (not the plain function as written)."""
+    return best is not None and best.record is not None
 
 
 def _as_workload_module(func: Any) -> Any:

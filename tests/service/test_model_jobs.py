@@ -19,6 +19,9 @@ import pytest
 
 from schedules_db import Store, make_engine
 from service.app import create_app
+from service.client import TunehubClient
+from service.client.relax_build import build
+from service.client.tvm_database import TunehubDatabase
 from service.settings import Settings
 from service.worker.runner import WorkerContext, run_next
 from tests.conftest import ServerThread
@@ -28,9 +31,12 @@ from tests.tuning.model_cases import (
     external_data,
     huge_initializer,
     relax_calling,
+    resnet18_like,
     tiny_cnn,
 )
 from tuning.hardware.host import current_tvm_series
+from tuning.hardware.targets import resolve_target
+from tuning.models.pipeline import compile_with, tuning_pipeline
 
 INPUT = [{"name": "x", "shape": [1, 3, 16, 16], "dtype": "float32"}]
 
@@ -40,6 +46,7 @@ class Service:
     client: httpx.Client
     data_dir: Path
     store: Store
+    url: str
 
     def worker(self, name: str = "pytest-models") -> WorkerContext:
         target_ids = tuple(t.id for t in self.store.catalog.list_targets())
@@ -67,7 +74,7 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     app = create_app(Settings(data_dir=data_dir), run_reaper=False)
     with ServerThread(app) as server, httpx.Client(base_url=server.url, timeout=300) as client:
         store = Store(make_engine(f"sqlite:///{data_dir / 'tunehub.db'}"), current_tvm_series())
-        yield Service(client, data_dir, store)
+        yield Service(client, data_dir, store, server.url)
 
 
 def _body(model: Any, trials: int = 8, **extra: Any) -> dict[str, Any]:
@@ -137,6 +144,76 @@ def test_a_model_is_tuned_compiled_and_equals_onnxruntime(service: Service, tmp_
     assert second["progress"]["tasks_cache_hit"] == second["progress"]["tasks"]
     assert service.run_worker() == []  # no job ran: the compile is not a job
     assert service.client.get(f"/api/v1/models/{second['id']}").json()["state"] == "succeeded"
+
+
+def _counting_client(url: str) -> tuple[TunehubClient, list[str]]:
+    """A light client that remembers every request it sends."""
+    client, sent = TunehubClient(url), []
+    client.http.event_hooks["request"].append(lambda r: sent.append(f"{r.method} {r.url.path}"))
+    return client, sent
+
+
+def test_a_build_applies_the_tuned_tasks_with_two_requests(service: Service) -> None:
+    """`build` runs the model jobs' pipeline on the user's own module, asks for every task in
+    one lookup (plus the target's key), and compiles with the tuned schedules applied: the
+    output equals the untuned build's and onnxruntime's."""
+    import tvm
+    from tvm import relax
+    from tvm.relax.frontend.onnx import from_onnx
+    from tvm.s_tir import meta_schedule as ms
+
+    model = tiny_cnn()
+    mod = from_onnx(model, shape_dict={"x": INPUT[0]["shape"]})
+    target = tvm.target.Target(resolve_target("host").canonical)
+    client, sent = _counting_client(service.url)
+    with client:
+        executable = build(mod, target, client=client)
+        assert len(sent) == 2, sent  # the target's key, then one lookup of every task
+        assert sent[1] == "POST /api/v1/lookup"
+        # The tuned tasks are the ones applied: their functions come out scheduled.
+        fused = tuning_pipeline(mod, target)
+        database = TunehubDatabase(client, target)
+        tuned = database.prefetch(fused)
+        assert tuned >= 1
+        with target, database, tvm.transform.PassContext(opt_level=3):
+            applied = relax.transform.MetaScheduleApplyDatabase()(fused)
+        scheduled = [
+            gv.name_hint
+            for gv, func in applied.functions_items()
+            if isinstance(func, tvm.tirx.PrimFunc) and func.attrs
+            and func.attrs.get("tirx.is_scheduled", False)
+        ]  # fmt: skip
+        assert len(scheduled) == tuned, scheduled
+    x = np.random.default_rng(2).standard_normal((1, 3, 16, 16)).astype("float32")
+    vm = relax.VirtualMachine(executable, tvm.cpu())
+    untuned = relax.VirtualMachine(
+        compile_with(fused, target, ms.database.MemoryDatabase()), tvm.cpu()
+    )
+    tuned_out = vm["main"](tvm.runtime.tensor(x)).numpy()
+    np.testing.assert_allclose(tuned_out, untuned["main"](tvm.runtime.tensor(x)).numpy(),
+                               rtol=1e-4, atol=1e-5)  # fmt: skip
+    np.testing.assert_allclose(tuned_out, _onnx_output(model, x), rtol=1e-4, atol=1e-5)
+
+
+def test_a_bigger_model_is_looked_up_in_one_request_too(service: Service) -> None:
+    """A ResNet-18-shaped CNN (20 tasks, none tuned): still the target's key and one lookup,
+    and MetaSchedule's ~3 queries per function afterwards send nothing."""
+    import tvm
+    from tvm import relax
+    from tvm.relax.frontend.onnx import from_onnx
+
+    mod = from_onnx(resnet18_like(size=32), shape_dict={"x": [1, 3, 32, 32]})
+    target = tvm.target.Target(resolve_target("host").canonical)
+    fused = tuning_pipeline(mod, target)
+    functions = [f for _, f in fused.functions_items() if isinstance(f, tvm.tirx.PrimFunc)]
+    assert len(functions) >= 13
+    client, sent = _counting_client(service.url)
+    with client:
+        database = TunehubDatabase(client, target)
+        assert database.prefetch(fused) == 0
+        with target, database, tvm.transform.PassContext(opt_level=3):
+            relax.transform.MetaScheduleApplyDatabase()(fused)
+    assert len(sent) == 2, sent
 
 
 def test_cancel_mid_model_cancels_its_task_jobs(service: Service) -> None:

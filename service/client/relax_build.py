@@ -1,0 +1,47 @@
+"""`build`: a whole Relax model compiled with tunehub's tuned schedules, in one call.
+
+It runs exactly the pipeline model jobs extract their tasks with
+(`tuning.models.pipeline.tuning_pipeline`: the zero pipeline under the target, weights
+layout-free on CPU), so every task hashes as the service stored it; looks every task up in one
+request (`TunehubDatabase.prefetch`); and compiles with the verified schedules applied and the
+packed weights folded into constants (`tuning.models.pipeline.compile_with`). A task the
+service has no verified best for is built as written. Nothing is sent back.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tvm
+
+from service.client.http import TunehubClient
+from service.client.tvm_database import TunehubDatabase
+from tuning.models.pipeline import compile_with, tuning_pipeline
+
+
+def build(
+    mod: Any,
+    target: Any,
+    *,
+    server: str | None = None,
+    client: TunehubClient | None = None,
+    params: dict[str, Any] | None = None,
+) -> Any:
+    """The Relax executable of ``mod`` (its ``main``; ``params`` bound as constants first)
+    for ``target`` (a `tvm.target.Target` or its JSON), with the schedules tunehub tuned for
+    that target. Talks to ``client``, or to ``server`` (default ``$TUNEHUB_URL``; token from
+    ``$TUNEHUB_TOKEN``): two requests whatever the model's size (the target's key, then one
+    lookup of every task)."""
+    target = target if isinstance(target, tvm.target.Target) else tvm.target.Target(target)
+    if params:
+        mod = tvm.relax.transform.BindParams("main", params)(mod)
+    fused = tuning_pipeline(mod, target)
+    own = client is None
+    client = client or TunehubClient(server)
+    try:
+        database = TunehubDatabase(client, target)
+        database.prefetch(fused)
+        return compile_with(fused, target, database)
+    finally:
+        if own:
+            client.close()
