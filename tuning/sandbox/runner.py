@@ -79,6 +79,7 @@ class Limits:
     answer_bytes: int = 8 << 20  # a module's JSON; decoding costs the parent ~30x this
     stderr_bytes: int = 64 << 10
     tmp_bytes: int = 0  # a private tmpfs at /tmp of this size (0: no /tmp at all)
+    threads: int = 1  # TVM's (and OpenMP's) thread pool: a compiled model is timed on these
 
     def rlimits(self) -> dict[str, int]:
         """The limits as `resource` names (set by the jail before it drops privileges)."""
@@ -212,8 +213,8 @@ def _command(
             "PATH": "/usr/bin:/bin",
             "HOME": "/",
             "LANG": "C.UTF-8",
-            "OMP_NUM_THREADS": "1",
-            "TVM_NUM_THREADS": "1",
+            "OMP_NUM_THREADS": str(limits.threads),
+            "TVM_NUM_THREADS": str(limits.threads),
             **({"TMPDIR": "/tmp"} if limits.tmp_bytes else {}),
         },
     }
