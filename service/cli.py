@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 from typing import cast
 
+import httpx
+
 from service import host_cli, token_cli
 from service.client import IntegrityError, TunehubError
 from service.client.commands import add_parsers as add_client_parsers
@@ -65,8 +67,21 @@ def main(argv: list[str] | None = None) -> int:
     except IntegrityError as err:
         print(f"tunehub: {err}", file=sys.stderr)
         return 3
+    except httpx.TransportError as err:  # refused, reset, timed out: no answer at all
+        where = err.request.url if _has_request(err) else "the server"
+        print(f"tunehub: no answer from {where}: {err} (is `tunehub serve` running there? "
+              "--server or TUNEHUB_URL names it)", file=sys.stderr)  # fmt: skip
+        return 5
     except KeyboardInterrupt:
         return 130
+
+
+def _has_request(err: httpx.TransportError) -> bool:
+    try:
+        err.request  # noqa: B018 - raises when the error carries none
+    except RuntimeError:
+        return False
+    return True
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from service.app import create_app
 from service.settings import Settings
-from tests.conftest import ServerThread
+from tests.conftest import ServerThread, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 # Third-party libraries of the server, the worker and TVM (the client CLI needs no TVM today).
@@ -135,3 +135,19 @@ def test_a_client_command_talks_to_a_real_server(tmp_path: Path) -> None:
     # A 422 reads as one line per refused field, not as FastAPI's JSON list.
     assert "HTTP 422: 1 field(s) refused" in done.stderr
     assert "  operator.params.M: Input should be greater than or equal to 1 (got 0)" in done.stderr
+
+
+def test_a_server_that_does_not_answer_is_one_line_and_exit_5() -> None:
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    done = run_light(
+        f"""
+        from service.cli import main
+
+        assert main(["status", "1", "--server", {url!r}]) == 5
+        assert main(["model", "1", "--server", {url!r}]) == 5
+        """
+    )
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 2 and "Traceback" not in done.stderr, done.stderr
+    assert lines[0].startswith(f"tunehub: no answer from {url}/api/v1/jobs/1")
+    assert "is `tunehub serve` running there?" in lines[1]
