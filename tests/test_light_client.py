@@ -151,3 +151,16 @@ def test_a_server_that_does_not_answer_is_one_line_and_exit_5() -> None:
     assert len(lines) == 2 and "Traceback" not in done.stderr, done.stderr
     assert lines[0].startswith(f"tunehub: no answer from {url}/api/v1/jobs/1")
     assert "is `tunehub serve` running there?" in lines[1]
+
+
+def test_cli_tables_stay_aligned_when_cells_are_long() -> None:
+    from service.client.commands import table
+
+    rows = [["1", "conv2d", "N=1,C=64,H=56,W=56,K=64,R=3,S=3,stride=1,pad=1,layout=NCHW", "1.5"],
+            ["22", "matmul", "M=4,N=4,K=4", "123.25"]]  # fmt: skip
+    text = table(["id", "operator", "params", "latency_us"], rows, right={0, 3})
+    lines = text.splitlines()
+    assert len({len(line) for line in lines}) == 1  # every row as wide as the widest
+    starts = {line.index(word) for line, word in zip(lines, ("params", "N=1", "M=4"), strict=True)}
+    assert len(starts) == 1  # the params column starts at one place on every row
+    assert lines[2].startswith("22") and lines[1].startswith(" 1")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any
 
@@ -111,13 +112,18 @@ def cmd_watch(args: argparse.Namespace) -> int:
 def cmd_workers(args: argparse.Namespace) -> int:
     """Print the worker fleet."""
     with _client(args) as client:
-        for w in client.workers():
-            targets = ",".join(t["label"] for t in w["targets"])
-            job = f"job {w['current_job_id']}" if w["current_job_id"] else "idle"
-            print(
-                f"{w['name']:<40} {w['status']:<8} {targets:<24} {job:<10} "
-                f"{w['fingerprint'].get('cpu_model', '')} (beat {w['heartbeat_age_s']} s ago)"
-            )
+        workers = client.workers()
+    cells = [
+        [
+            w["name"],
+            w["status"],
+            ",".join(t["label"] for t in w["targets"]),
+            f"job {w['current_job_id']}" if w["current_job_id"] else "idle",
+            f"{w['fingerprint'].get('cpu_model', '')} (beat {w['heartbeat_age_s']} s ago)",
+        ]
+        for w in workers
+    ]
+    print(table(["name", "status", "targets", "job", "hardware"], cells))
     return 0
 
 
@@ -163,21 +169,41 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     return 0
 
 
+def table(header: list[str], rows: list[list[str]], right: AbstractSet[int] = frozenset()) -> str:
+    """``rows`` under ``header``, each column as wide as its widest cell (``right``: the
+    indices of right-aligned columns), so long parameters never push a row out of line."""
+    widths = [max(len(cell) for cell in column) for column in zip(header, *rows, strict=True)]
+    lines = []
+    for row in (header, *rows):
+        cells = [
+            cell.rjust(width) if index in right else cell.ljust(width)
+            for index, (cell, width) in enumerate(zip(row, widths, strict=True))
+        ]
+        lines.append("  ".join(cells).rstrip())
+    return "\n".join(lines)
+
+
 def cmd_schedules(args: argparse.Namespace) -> int:
     """List verified best schedules."""
     with _client(args) as client:
         rows = client.schedules(args.operator, args.target)
-    print(
-        f"{'id':>4}  {'operator':<10} {'params':<28} {'target':<20} {'latency_us':>11} "
-        f"{'GFLOPS':>8} {'speedup':>8} {'trials':>6} {'space':>6}"
-    )
-    for s in rows:
-        params = ",".join(f"{k}={v}" for k, v in s["workload"]["params"].items())
-        print(
-            f"{s['id']:>4}  {s['workload']['operator'] or '-':<10} {params:<28} "
-            f"{s['target']['label']:<20} {s['latency_us']:>11.2f} {s['gflops']:>8.1f} "
-            f"{s['speedup_vs_untuned']:>7.1f}x {s['trials']:>6} {s['space']:>6}"
-        )
+    header = ["id", "operator", "params", "target", "latency_us", "GFLOPS", "speedup", "trials",
+              "space"]  # fmt: skip
+    cells = [
+        [
+            str(s["id"]),
+            s["workload"]["operator"] or "-",
+            ",".join(f"{k}={v}" for k, v in s["workload"]["params"].items()),
+            s["target"]["label"],
+            f"{s['latency_us']:.2f}",
+            f"{s['gflops']:.1f}" if s["gflops"] is not None else "-",
+            f"{s['speedup_vs_untuned']:.1f}x",
+            str(s["trials"]),
+            s["space"],
+        ]
+        for s in rows
+    ]
+    print(table(header, cells, right={0, 4, 5, 6, 7}))
     return 0
 
 
