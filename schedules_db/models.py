@@ -302,6 +302,7 @@ class NeighbourAnswerRow(Base):
     latency_us: Mapped[float] = mapped_column(Float, nullable=False)  # an estimate, by FLOP
     space: Mapped[str] = mapped_column(String(16), nullable=False)
     tvm_version: Mapped[str] = mapped_column(String(32), nullable=False)  # the neighbour's record
+    packed_params: Mapped[list[dict[str, Any]]] = mapped_column(JSON, nullable=False)
     state: Mapped[str] = mapped_column(String(16), nullable=False)
     job_id: Mapped[int | None] = mapped_column(ForeignKey("jobs.id"), nullable=True)
     reason: Mapped[str | None] = mapped_column(Text, nullable=True)  # why it was withdrawn

@@ -374,6 +374,7 @@ class NeighbourAnswer:
     latency_us: float
     space: str
     tvm_version: str
+    packed_params: list[dict[str, Any]]  # tuning.publish.packing.PackedParam JSON ([]: none)
     state: str  # a NeighbourState value
     job_id: int | None
     reason: str | None
@@ -394,6 +395,7 @@ class NewNeighbourAnswer:
     latency_us: float
     space: str
     tvm_version: str
+    packed_params: list[dict[str, Any]]
 
 
 @dataclass(frozen=True)

@@ -130,6 +130,11 @@ class LookupBody(BaseModel):
         default="host", description='"host", a TVM target as a JSON object, or a stored key/label'
     )
     workloads: list[ShashText] = Field(max_length=MAX_LOOKUP_WORKLOADS)
+    allow_neighbour: bool = Field(
+        default=False,
+        description="answer a known workload without a verified best with its nearest tuned "
+        "neighbour's schedule, refitted and marked unverified (a job then verifies and tunes it)",
+    )
 
 
 class ImportBody(BaseModel):

@@ -3,7 +3,9 @@
 The HTTP face of `schedule_reads.ScheduleReader` (over SQL: `schedules_db.reader`), so the
 light client's reader (`service.client.reader`) answers what the server's would: verified bests
 and successful records of one target, in the server's TVM series only, never across targets.
-A lookup of a whole model's workloads is one request.
+A lookup of a whole model's workloads is one request. With ``allow_neighbour`` a known
+workload without a verified best is answered at once with its nearest tuned neighbour's
+schedule, refitted and marked unverified (`service.api.usecases.neighbour_answers`).
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ from fastapi import APIRouter, Query
 
 from schedules_db.keys import target_key
 from schedules_db.reader import SqlScheduleReader
-from service.api.deps import StoreDep
+from service.api.deps import QueueDep, SettingsDep, StoreDep
 from service.api.models import LookupOut, TunedRecordOut
+from service.api.usecases.neighbour_answers import answer_missing
 from service.api.usecases.target_names import resolve_job_target
 from service.auth import AnyReader
 from service.schemas import SHASH_PATTERN, LookupBody
@@ -28,12 +31,22 @@ router = APIRouter(tags=["lookup"], route_class=StrictRoute)
 MAX_TOP_K = 100
 
 
-@router.post("/lookup", response_model=LookupOut)
-def lookup(body: LookupBody, who: AnyReader, store: StoreDep) -> dict[str, Any]:
+@router.post("/lookup", response_model=LookupOut, response_model_exclude_unset=True)
+def lookup(
+    body: LookupBody,
+    who: AnyReader,
+    store: StoreDep,
+    queue: QueueDep,
+    settings: SettingsDep,
+) -> dict[str, Any]:
     """The verified best of each workload (structural hashes, as MetaSchedule writes them) on
     one target, in this server's TVM series: one request for a whole model. A target given as
     "host" or JSON is canonicalised as for jobs; one the store has never seen answers every
-    workload as missing. Nothing is written."""
+    workload as missing. Nothing is written, unless ``allow_neighbour``: then every answer
+    carries ``provenance`` and ``verified``, a known workload without a verified best gets its
+    nearest tuned neighbour's schedule (``provenance`` "neighbour", ``verified`` false; made
+    and its verifying job queued on first request), and ``withdrawn`` lists the hashes whose
+    neighbour answer failed verification."""
     stored = find_named_target(body.target, store)  # a stored key or label: that target
     if stored is None:
         key = target_key(resolve_job_target(body.target, store).canonical)
@@ -42,12 +55,25 @@ def lookup(body: LookupBody, who: AnyReader, store: StoreDep) -> dict[str, Any]:
         key = stored.key
     reader = SqlScheduleReader(store)
     found = reader.lookup(key, body.workloads) if stored is not None else {}
-    return {
+    schedules = {shash: asdict(schedule) for shash, schedule in found.items()}
+    missing = [shash for shash in dict.fromkeys(body.workloads) if shash not in found]
+    answer = {
         "target": {"key": key, "label": stored.label if stored is not None else None},
         "tvm_series": reader.tvm_series,
-        "schedules": {shash: asdict(schedule) for shash, schedule in found.items()},
-        "missing": [shash for shash in dict.fromkeys(body.workloads) if shash not in found],
+        "schedules": schedules,
+        "missing": missing,
     }
+    if not body.allow_neighbour:
+        return answer
+    for schedule in schedules.values():
+        schedule.update(provenance="tuned", verified=True)
+    withdrawn: list[str] = []
+    if stored is not None and missing:
+        reply = answer_missing(store, queue, settings, stored, reader.tvm_series, missing)
+        schedules.update(reply.schedules)
+        withdrawn = reply.withdrawn
+        answer["missing"] = [shash for shash in missing if shash not in reply.schedules]
+    return {**answer, "withdrawn": withdrawn}
 
 
 @router.get("/top-records", response_model=list[TunedRecordOut])

@@ -324,6 +324,17 @@ class TunedScheduleOut(BaseModel):
     space: str
     packed_params: list[dict[str, Any]] | None
     record: TunedRecordOut | None
+    # Only in answers to lookups with ``allow_neighbour`` (absent otherwise):
+    provenance: Literal["tuned", "neighbour"] | None = Field(
+        default=None, description='"tuned": a verified best; "neighbour": a neighbour\'s, refitted'
+    )
+    verified: bool | None = None
+    neighbour_schedule_id: int | None = Field(
+        default=None, description="the tuned neighbour's schedule a neighbour answer comes from"
+    )
+    job_id: int | None = Field(
+        default=None, description="the job verifying a neighbour answer, then tuning it"
+    )
 
 
 class LookupTargetOut(BaseModel):
@@ -340,6 +351,11 @@ class LookupOut(BaseModel):
     tvm_series: str
     schedules: dict[str, TunedScheduleOut]
     missing: list[str]
+    withdrawn: list[str] | None = Field(
+        default=None,
+        description="with allow_neighbour: hashes whose neighbour answer failed verification "
+        "(drop cached copies); absent otherwise",
+    )
 
 
 class ModelInputOut(BaseModel):

@@ -2,7 +2,8 @@
 
 The Celery task calls `run_next(context)` for each delivered message: it claims the job the
 store says comes next on the worker's targets and runs it. `run_job` takes a claimed job through
-its stages: its inputs read once (`job_store.load_inputs`), the search (`search_job`), the
+its stages: its inputs read once (`job_store.load_inputs`), the verification of the neighbour
+answers served for its workload (`neighbour_check`), the search (`search_job`), the
 verification and publication of the best (`verification`). The job ends `succeeded`,
 `cancelled` (a cancel requested between batches), `failed` (with a readable error), or is
 given up as "lost" when another worker reclaimed it. While it runs, the worker's one heartbeat
@@ -26,6 +27,7 @@ from schedules_db.values import JobState
 from service.worker.heartbeat import Heartbeat, JobBeat
 from service.worker.job_store import LostOwnership, OwnedJob, load_inputs
 from service.worker.model_compile import compile_ready_models
+from service.worker.neighbour_check import supersede_answers, verify_neighbour_answers
 from service.worker.search_job import search
 from service.worker.verification import verify_and_publish
 from tuning.hardware.devices import Measurer, RpcSpec
@@ -128,6 +130,8 @@ def _tune_and_publish(
         # an x86 machine's CPUs: see tuning.hardware.threads).
         log.info("job %s: kernels run on %d threads", job_id, pin_runtime_threads(threads))
     measurer = ctx.measurer_for(inputs.target.kind)
+    # A neighbour answer served unverified is checked first: a wrong one is withdrawn at once.
+    verify_neighbour_answers(ctx.store, inputs, target, measurer, work_dir)
     search(
         ctx.store,
         inputs,
@@ -140,6 +144,8 @@ def _tune_and_publish(
         num_trials_per_iter=ctx.num_trials_per_iter,
         seed=ctx.seed,
     )
-    return verify_and_publish(
+    schedule_id = verify_and_publish(
         ctx.store, inputs, target, owned, measurer, work_dir, ctx.artifact_dir
     )
+    supersede_answers(ctx.store, inputs)
+    return schedule_id

@@ -23,10 +23,12 @@ class RefitFailed(RuntimeError):
 
 @dataclass(frozen=True)
 class Candidate:
-    """A tuned neighbour: its module JSON and its best's trace (as the store keeps it)."""
+    """A tuned neighbour: its module JSON, its best's trace (as the store keeps it) and, for a
+    best of the packed space, the operands it packs (replayed with them layout-free)."""
 
     mod_json: str
     trace_json: str
+    layout_free: list[int] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -42,11 +44,13 @@ class RefitRequest:
 @dataclass(frozen=True)
 class Refitted:
     """The neighbour (index into the request's candidates) whose refitted trace replays and
-    compiles, the trace, and the workload's args info; ``candidate`` None: none fitted."""
+    compiles, the trace, the workload's args info and the weights it packs
+    (`tuning.publish.packing.PackedParam` JSON); ``candidate`` None: none fitted."""
 
     candidate: int | None
     trace_json: str = ""
     args_info: list[Any] = field(default_factory=list)
+    packed_params: list[dict[str, Any]] = field(default_factory=list)
 
 
 def refit_in_jail(target: dict[str, Any], requests: list[RefitRequest]) -> list[Refitted]:
@@ -88,11 +92,13 @@ def _checked(item: Any, candidates: int) -> Refitted:
     index = item.get("candidate")
     if index is None:
         return Refitted(None)
-    trace, args = item.get("trace_json"), item.get("args_info")
+    trace, args, packed = item.get("trace_json"), item.get("args_info"), item.get("packed")
     if type(index) is not int or not 0 <= index < candidates:
         raise RefitFailed("the isolated refit answered out of protocol")
     if not (isinstance(trace, str) and 0 < len(trace) <= MAX_TRACE_CHARS):
         raise RefitFailed("the isolated refit answered out of protocol")
-    if not isinstance(args, list):
+    if not isinstance(args, list) or not isinstance(packed, list):
         raise RefitFailed("the isolated refit answered out of protocol")
-    return Refitted(index, trace, args)
+    if not all(isinstance(p, dict) for p in packed):
+        raise RefitFailed("the isolated refit answered out of protocol")
+    return Refitted(index, trace, args, packed)

@@ -32,7 +32,9 @@ def _refit_one(request: Any, target: Any) -> dict[str, Any]:
     from tvm.s_tir.meta_schedule.arg_info import ArgInfo
     from tvm.s_tir.schedule import Schedule
 
+    from tuning.publish.packing import split_packed
     from tuning.search.seeding import _adapt
+    from tuning.search.spaces import PACKED, space_module
     from tuning.search.traces import plain_json, trace_to_text
 
     if not isinstance(request, dict) or not isinstance(request.get("mod_json"), str):
@@ -49,25 +51,32 @@ def _refit_one(request: Any, target: Any) -> dict[str, Any]:
             isinstance(candidate.get(k), str) for k in ("mod_json", "trace_json")
         ):
             raise Refused("requests: each candidate needs mod_json and trace_json")
+        layout_free = candidate.get("layout_free", [])
+        if not isinstance(layout_free, list) or not all(type(i) is int for i in layout_free):
+            raise Refused("requests: a candidate's layout_free is a list of operand indices")
         sources[index] = checked_module(tvm.ir.load_json(candidate["mod_json"]))
     if request.get("by_signature"):  # a user workload: same buffers, nearest by sizes
         own = _signature(mod)
         scored = [(signature_distance(own, _signature(sources[i])), i) for i in order]
         order = [i for distance, i in sorted(s for s in scored if s[0] is not None)]
-    context = TuneContext(
-        mod=mod, target=target, space_generator="post-order-apply", num_threads=1
-    ).clone()  # num_threads given: counting cores reads /proc, which the jail lacks
-    postprocs = list(context.space_generator.postprocs)
     failures = []
     for index in order[:TRIED]:
         try:
-            trace = _adapt(sources[index], candidates[index]["trace_json"], mod, postprocs)
+            # A packed best is refitted in the packed space (RewriteLayout packs the weights).
+            layout_free = candidates[index].get("layout_free") or []
+            search_mod = space_module(mod, PACKED, tuple(layout_free)) if layout_free else mod
+            context = TuneContext(
+                mod=search_mod, target=target, space_generator="post-order-apply", num_threads=1
+            ).clone()  # num_threads given: counting cores reads /proc, which the jail lacks
+            postprocs = list(context.space_generator.postprocs)
+            trace = _adapt(sources[index], candidates[index]["trace_json"], search_mod, postprocs)
             if trace is None:
                 failures.append(f"{index}: the postprocessors refused it")
                 continue
-            sch = Schedule(mod)
+            sch = Schedule(mod)  # replayed as a build and the worker replay it
             trace.apply_to_schedule(sch, remove_postproc=False)
-            tvm.compile(sch.mod, target=target)
+            split = split_packed(sch.mod, drop_in=False)
+            tvm.compile(split.mod, target=target)
         except Exception as err:  # noqa: BLE001 - a neighbour that does not fit is skipped
             failures.append(f"{index}: {type(err).__name__}: {str(err)[-200:]}")
             continue
@@ -76,6 +85,7 @@ def _refit_one(request: Any, target: Any) -> dict[str, Any]:
             "candidate": index,
             "trace_json": trace_to_text(trace.as_json(remove_postproc=False)),
             "args_info": args,
+            "packed": [param.as_json() for param in split.packed],
         }
     return {"candidate": None, "failures": failures[:TRIED]}
 

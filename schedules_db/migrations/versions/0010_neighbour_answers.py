@@ -28,6 +28,7 @@ def upgrade() -> None:
         sa.Column("latency_us", sa.Float(), nullable=False),
         sa.Column("space", sa.String(length=16), nullable=False),
         sa.Column("tvm_version", sa.String(length=32), nullable=False),
+        sa.Column("packed_params", sa.JSON(), nullable=False),
         sa.Column("state", sa.String(length=16), nullable=False),
         sa.Column("job_id", sa.Integer(), nullable=True),
         sa.Column("reason", sa.Text(), nullable=True),

@@ -1,0 +1,239 @@
+"""Instant answers for untuned workloads: their nearest tuned neighbour's best, refitted.
+
+A lookup that allows them (``allow_neighbour``) gets, for each workload the service knows but
+has no verified best of on the target, an unverified answer at once: the best trace of its
+nearest tuned neighbour (`tuning.search.neighbour_match` says which is nearest) refitted to its
+loop extents, replayed and compiled in the jail (`tuning.sandbox.neighbour_refit`). Behind it a
+job is queued at `NEIGHBOUR_PRIORITY` (the service's, never the caller's): its worker first
+verifies the answer numerically (`service.worker.neighbour_check`; a failure withdraws it for
+good) and then tunes the workload for real, so the next lookup gets the verified best.
+
+An answer is made once per (workload, target, series, neighbour schedule) and then served from
+the store. A workload one of whose answers was withdrawn gets no other until it is tuned: its
+hash is listed in ``withdrawn`` so clients drop what they cached. Best effort: when no isolated
+child is free (or none can be built), the workload stays missing and the lookup still answers.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from schedule_reads import ScheduleKey
+from schedules_db import Store
+from schedules_db.values import (
+    CATALOG,
+    FINAL_STATES,
+    JobState,
+    NeighbourAnswer,
+    NeighbourSource,
+    NeighbourState,
+    NewNeighbourAnswer,
+    Target,
+    Workload,
+)
+from service.api.usecases.dispatch import dispatch_or_defer
+from service.queue import JobQueue, queue_name
+from service.settings import Settings
+from tuning.catalog import get_operator
+from tuning.sandbox import SandboxError
+from tuning.sandbox.neighbour_refit import (
+    Candidate,
+    RefitFailed,
+    RefitRequest,
+    refit_in_jail,
+)
+from tuning.sandbox.neighbour_tasks import MAX_CANDIDATES, MAX_REQUESTS, TRIED
+from tuning.search.neighbour_match import params_distance, task_kind
+from tuning.search.spaces import PACKED, resolve_space
+
+log = logging.getLogger("tunehub.api")
+
+NEIGHBOUR_PRIORITY = 50  # above every submitter's default (0): a build is waiting for it
+NEIGHBOUR_TRIALS = 64  # the verifying job's tuning budget (at most the server's max_trials)
+SUBMITTER = "tunehub:neighbours"  # whom the verifying jobs count against, not the caller
+
+
+@dataclass
+class NeighbourReply:
+    """What neighbour answers add to a lookup: answers by hash, and hashes whose answer was
+    withdrawn (and that have none now)."""
+
+    schedules: dict[str, dict[str, Any]] = field(default_factory=dict)
+    withdrawn: list[str] = field(default_factory=list)
+
+
+def answer_missing(
+    store: Store,
+    queue: JobQueue,
+    settings: Settings,
+    target: Target,
+    series: str,
+    missing: list[str],
+) -> NeighbourReply:
+    """Neighbour answers for the ``missing`` hashes (no verified best on ``target`` in
+    ``series``) that the service knows; makes (at most `MAX_REQUESTS` per call) and queues
+    what is not stored yet. Hashes it cannot answer stay the caller's missing ones."""
+    reply = NeighbourReply()
+    workloads = store.neighbours.known_workloads(missing)
+    by_workload: dict[int, list[NeighbourAnswer]] = {}
+    for answer in store.neighbours.for_workloads(target.id, [w.id for w in workloads]):
+        by_workload.setdefault(answer.workload_id, []).append(answer)
+    to_make: list[Workload] = []
+    for workload in workloads:
+        answers = by_workload.get(workload.id, [])
+        if any(a.state == NeighbourState.WITHDRAWN.value for a in answers):
+            reply.withdrawn.append(workload.shash)
+            continue
+        offered = [a for a in answers if a.state == NeighbourState.OFFERED.value]
+        if offered:
+            answer = _keep_verifying(store, queue, settings, target, workload, offered[-1])
+            reply.schedules[workload.shash] = answer_json(answer, workload.shash, target, series)
+        else:
+            to_make.append(workload)
+    for workload, answer in _make(store, target, to_make[:MAX_REQUESTS]):
+        answer = _keep_verifying(store, queue, settings, target, workload, answer)
+        reply.schedules[workload.shash] = answer_json(answer, workload.shash, target, series)
+    return reply
+
+
+def answer_json(answer: NeighbourAnswer, shash: str, target: Target, series: str) -> dict[str, Any]:
+    """A neighbour answer in the shape of a verified best (`schedule_reads.TunedSchedule`),
+    marked: ``provenance`` "neighbour", ``verified`` false, the neighbour's schedule and the
+    verifying job. Its ids (``schedule_id``, ``record.record_id``) are the answer's own (it has
+    no artifact); its latency is the neighbour's scaled by FLOP, an estimate."""
+    return {
+        "schedule_id": answer.id,
+        "key": asdict(ScheduleKey(shash, target.key, series)),
+        "latency_us": answer.latency_us,
+        "space": answer.space,
+        "packed_params": answer.packed_params,
+        "record": {
+            "record_id": answer.id,
+            "trace_json": answer.trace_json,
+            "run_secs": [answer.latency_us / 1e6],
+            "args_info": answer.args_info,
+            "mean_run_us": answer.latency_us,
+            "space": answer.space,
+            "tvm_version": answer.tvm_version,
+        },
+        "provenance": "neighbour",
+        "verified": False,
+        "neighbour_schedule_id": answer.neighbour_schedule_id,
+        "job_id": answer.job_id,
+    }
+
+
+def _sources(
+    store: Store, target: Target, workload: Workload
+) -> tuple[list[NeighbourSource], bool]:
+    """The workload's candidate neighbours, nearest first (catalog), or of its task kind for
+    the jail to order by buffer signature (user workloads; second item True)."""
+    if workload.origin == CATALOG and workload.operator:
+        scored = []
+        for source in store.neighbours.sources(target.id, workload.operator):
+            distance = params_distance(workload.params, source.params)
+            if source.id != workload.id and distance is not None:
+                scored.append((distance, source.id, source))
+        return [source for *_, source in sorted(scored, key=lambda s: s[:2])[:TRIED]], False
+    kind = task_kind(workload.params)
+    if kind is None:
+        return [], True
+    same_kind = [
+        source
+        for source in store.neighbours.sources(target.id, None)
+        if source.id != workload.id and task_kind(source.params) == kind
+    ]
+    return same_kind[:MAX_CANDIDATES], True
+
+
+def _packs(source: NeighbourSource) -> list[int]:
+    """The operands a catalog best of the packed space packs (a user function marks its own)."""
+    op = get_operator(source.operator) if source.operator else None
+    return list(op.constant_operands) if op is not None and source.space == PACKED else []
+
+
+def _make(
+    store: Store, target: Target, workloads: list[Workload]
+) -> list[tuple[Workload, NeighbourAnswer]]:
+    """Refit every workload's nearest fitting neighbour in one isolated child; the answers
+    stored (none on a busy, missing or failing sandbox: logged, the lookup goes on)."""
+    wanted = []
+    for workload in workloads:
+        sources, by_signature = _sources(store, target, workload)
+        if sources:
+            wanted.append((workload, sources, by_signature))
+    if not wanted:
+        return []
+    requests = [
+        RefitRequest(
+            workload.mod_json,
+            [Candidate(s.mod_json, s.trace_json, _packs(s)) for s in sources],
+            by_signature,
+        )
+        for workload, sources, by_signature in wanted
+    ]
+    try:
+        refitted = refit_in_jail(json.loads(target.canonical_json), requests)
+    except (SandboxError, RefitFailed) as err:
+        log.warning("neighbour answers for %d workload(s) not made: %s", len(wanted), err)
+        return []
+    made = []
+    for (workload, sources, _), fit in zip(wanted, refitted, strict=True):
+        if fit.candidate is None:
+            continue
+        source = sources[fit.candidate]
+        scale = workload.flop / source.flop if workload.flop > 0 and source.flop > 0 else 1.0
+        answer = store.neighbours.offer(
+            NewNeighbourAnswer(
+                workload_id=workload.id,
+                target_id=target.id,
+                neighbour_schedule_id=source.schedule_id,
+                neighbour_workload_id=source.id,
+                trace_json=fit.trace_json,
+                args_info=fit.args_info,
+                latency_us=source.latency_us * scale,
+                space=source.space,
+                tvm_version=source.tvm_version,
+                packed_params=fit.packed_params,
+            )
+        )
+        if answer.state == NeighbourState.OFFERED.value:
+            made.append((workload, answer))
+    return made
+
+
+def _keep_verifying(
+    store: Store,
+    queue: JobQueue,
+    settings: Settings,
+    target: Target,
+    workload: Workload,
+    answer: NeighbourAnswer,
+) -> NeighbourAnswer:
+    """The answer with a live job behind it: a new one queued (at the service's priority)
+    when it has none or its job ended without a verified best."""
+    job = store.jobs.get(answer.job_id) if answer.job_id is not None else None
+    if job is not None and (job.state not in FINAL_STATES or job.state == "succeeded"):
+        return answer
+    op = get_operator(workload.operator) if workload.operator else None
+    space = resolve_space("auto", op.constant_operands, target.kind) if op else answer.space
+    created = store.jobs.create(
+        workload.id,
+        target.id,
+        min(NEIGHBOUR_TRIALS, settings.max_trials),
+        queue_name(target.key),
+        SUBMITTER,
+        NEIGHBOUR_PRIORITY,
+        True,
+        space,
+        space_must_match=False,
+    )
+    store.neighbours.attach_job(answer.id, created.id)
+    if created.state == JobState.QUEUED.value:
+        dispatch_or_defer(store, queue, created)
+    stored = store.neighbours.get(answer.id)
+    assert stored is not None, "an answer is never deleted"
+    return stored
