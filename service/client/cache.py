@@ -42,7 +42,8 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _digest(value: Any) -> str:
+def key_digest(value: Any) -> str:
+    """A short stable name for a JSON value (a cache file name)."""
     return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:32]
 
 
@@ -159,10 +160,10 @@ class LibraryCache:
         return entry
 
     def _entry_path(self, key: CacheKey) -> Path:
-        return self.root / "entries" / f"{_digest(asdict(key))}.json"
+        return self.root / "entries" / f"{key_digest(asdict(key))}.json"
 
     def _request_path(self, request: dict[str, Any]) -> Path:
-        return self.root / "requests" / f"{_digest(request)}.json"
+        return self.root / "requests" / f"{key_digest(request)}.json"
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:

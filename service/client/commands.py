@@ -11,7 +11,8 @@ from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any
 
-from service.client.fetch import FetchedLibrary, NotTuned, Offline
+from service.client.errors import Offline
+from service.client.fetch import FetchedLibrary, NotTuned
 from service.client.http import TunehubClient
 
 BAR_WIDTH = 30

@@ -61,3 +61,12 @@ def _got(error: dict[str, Any]) -> str:
 
 class IntegrityError(Exception):
     """A downloaded artifact whose sha256 differs from what the service announced."""
+
+
+class Offline(Exception):
+    """The server cannot be reached and nothing usable is cached for the request."""
+
+
+class OfflineWarning(UserWarning):
+    """The server did not answer: what is used comes from the local cache (the message says
+    from when)."""

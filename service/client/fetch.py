@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 
 from service.client.cache import CacheEntry, CacheKey, CorruptCache, LibraryCache
-from service.client.errors import IntegrityError, TunehubError, answer_error
+from service.client.errors import IntegrityError, Offline, TunehubError, answer_error
 
 NOT_TUNED = "not_tuned"  # the ``type`` of the server's 404 for a key without a verified best
 CONNECT_TIMEOUT_S = 10.0  # how long an unreachable server is waited for before going offline
@@ -48,10 +48,6 @@ class FetchedLibrary:
 class NotTuned(TunehubError):
     """The server has no verified schedule for the key (a 404 of type ``not_tuned``); ``body``
     names the workload hash, the target (key, label), the operator and its params."""
-
-
-class Offline(Exception):
-    """The server cannot be reached and nothing usable is cached for the request."""
 
 
 def fetch_library(

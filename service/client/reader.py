@@ -52,7 +52,7 @@ class RestScheduleReader(ScheduleReader):
                 return {}  # a key the server has never stored: nothing tuned there
             raise
         self._check_series(str(answer["tvm_series"]))
-        return {shash: _schedule(body) for shash, body in answer["schedules"].items()}
+        return {shash: schedule_from_json(body) for shash, body in answer["schedules"].items()}
 
     def _check_server_series(self) -> None:
         served = self._server_series
@@ -88,7 +88,8 @@ def _record(body: dict[str, Any]) -> TunedRecord:
     )
 
 
-def _schedule(body: dict[str, Any]) -> TunedSchedule:
+def schedule_from_json(body: dict[str, Any]) -> TunedSchedule:
+    """A verified best as the API (or `dataclasses.asdict`) writes it."""
     key = body["key"]
     return TunedSchedule(
         schedule_id=int(body["schedule_id"]),

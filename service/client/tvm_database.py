@@ -5,8 +5,10 @@ It answers MetaSchedule's queries (``compile_tir``, ``compile_relax``,
 target and to the installed TVM series: MetaSchedule's own lookups ignore the target
 (apache/tvm#15549), so a database bound to one target never hands a schedule tuned for another.
 `prefetch` asks for every PrimFunc of a module in one request; a workload not prefetched is
-looked up on first use (one request each), and a miss is remembered. Read-only: records a
-build measures are not sent back (`commit_tuning_record` drops them).
+looked up on first use (one request each), and a miss is remembered. Every answer is also kept
+on disk (`service.client.lookup_cache`): when the server does not answer, the database answers
+from there and warns (`OfflineWarning`). Read-only unless ``commit=True``: then the records a
+tuning build commits are kept and `push` sends them as an import (verified before served).
 
 A best whose plain, unscheduled function was the fastest verified candidate has no record: the
 database then answers nothing for it and the build uses the function as written, which is what
@@ -16,15 +18,19 @@ tunehub verified.
 from __future__ import annotations
 
 import json
+import warnings
 from typing import Any
 
+import httpx
 import tvm
 import tvm_ffi
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.database import PyDatabase, TuningRecord, Workload
 
 from schedule_reads import TunedSchedule, tvm_series
+from service.client.errors import Offline, OfflineWarning
 from service.client.http import TunehubClient
+from service.client.lookup_cache import CachedLookups, LookupCache
 from service.client.reader import RestScheduleReader
 from tuning.models.pipeline import tuning_pipeline
 
@@ -34,14 +40,44 @@ class TunehubDatabase(PyDatabase):
     """MetaSchedule database over a tunehub server, bound to ``target`` (a `tvm.target.Target`,
     its JSON dict, "host" = the server's host, or a stored target's key or label)."""
 
-    def __init__(self, client: TunehubClient, target: Any) -> None:
+    def __init__(
+        self, client: TunehubClient, target: Any, *, commit: bool = False, cache: bool = True
+    ) -> None:
+        """``commit``: keep the records MetaSchedule commits (a build that tunes) and send them
+        with `push`. ``cache``: save every answer on disk (`LookupCache`) and, when the server
+        does not answer, answer from there, with an `OfflineWarning` saying so."""
         super().__init__()
         spec = _plain(target.export()) if isinstance(target, tvm.target.Target) else target
+        self.client = client
         self.reader = RestScheduleReader(client, tvm_series(tvm.__version__))
-        self.target_key = self.reader.target_key(spec)
         self.target = tvm.target.Target(spec) if isinstance(spec, dict) else None
+        self.target_spec = spec
+        self.commit = commit
+        self.cache = LookupCache(client.base_url, spec) if cache else None
+        self.offline_since: str | None = None  # when the answers in use were fetched, offline
         self._answers: dict[str, TunedSchedule | None] = {}  # hash -> best (None: untuned)
         self._workloads: dict[str, Workload] = {}
+        self._pending: list[tuple[str, TuningRecord]] = []  # committed, not pushed yet
+        try:
+            self.target_key = self.reader.target_key(spec)
+        except httpx.TransportError as err:
+            self.target_key = self._go_offline(err).target_key
+
+    def _go_offline(self, err: Exception) -> CachedLookups:
+        """Answer from the cache from now on (warning once); raise `Offline` without one."""
+        cached = self.cache.load() if self.cache is not None else None
+        if cached is None or cached.tvm_series != self.reader.tvm_series:
+            raise Offline(f"tunehub at {self.client.base_url} does not answer ({err}) and "
+                          "nothing is cached for this target") from err  # fmt: skip
+        if self.offline_since is None:
+            warnings.warn(
+                f"offline: tunehub at {self.client.base_url} does not answer ({err}); answering "
+                f"from the cache of {cached.fetched_at} ({len(cached.answers)} workloads)",
+                OfflineWarning,
+                stacklevel=3,
+            )
+        self.offline_since = cached.fetched_at
+        return cached
 
     # -- what the build asks --------------------------------------------------------------
     def prefetch(self, mod: Any) -> int:
@@ -70,9 +106,20 @@ class TunehubDatabase(PyDatabase):
         wanted = [h for h in dict.fromkeys(hashes) if h not in self._answers]
         if not wanted:
             return
-        found = self.reader.lookup(self.target_key, wanted)
+        if self.offline_since is None:
+            try:
+                found = self.reader.lookup(self.target_key, wanted)
+            except httpx.TransportError as err:
+                self._go_offline(err)
+            else:
+                answers = {shash: found.get(shash) for shash in wanted}
+                self._answers.update(answers)
+                if self.cache is not None:
+                    self.cache.save(self.target_key, self.reader.tvm_series, answers)
+                return
+        cached = self._go_offline(RuntimeError("offline"))
         for shash in wanted:
-            self._answers[shash] = found.get(shash)
+            self._answers[shash] = cached.answers.get(shash)
 
     def _best(self, mod: Any) -> TunedSchedule | None:
         shash = _shash(mod)
@@ -90,7 +137,36 @@ class TunehubDatabase(PyDatabase):
         return self._workloads[shash]
 
     def commit_tuning_record(self, record: TuningRecord) -> None:
-        """Read-only: a build's own measurements stay with the build."""
+        """Kept for `push` with ``commit=True``; otherwise a build's measurements stay with it."""
+        if self.commit:
+            shash = _shash(record.workload.mod)
+            self._workloads.setdefault(shash, record.workload)
+            self._pending.append((shash, record))
+
+    def push(self) -> dict[str, Any] | None:
+        """Send the records committed since the last push to the service (``POST /import``,
+        needs the ``submit`` scope), as a MetaSchedule JSON database measured on this target:
+        they are validated as any import, stored unverified, and served only once a worker of
+        the target has verified them (one verification job per workload is queued). Returns
+        the import's summary; None when nothing is pending."""
+        if not self._pending:
+            return None
+        index: dict[str, int] = {}
+        workloads: list[str] = []
+        records: list[str] = []
+        for shash, record in self._pending:
+            if shash not in index:
+                index[shash] = len(workloads)
+                workloads.append(json.dumps(self._workloads[shash].as_json()))
+            records.append(json.dumps([index[shash], record.as_json()]))
+        body = {
+            "target": self.target_spec,
+            "database_workload.json": "\n".join(workloads) + "\n",
+            "database_tuning_record.json": "\n".join(records) + "\n",
+        }
+        summary = self.client._object(self.client.http.post("/import", json=body, timeout=600))
+        self._pending.clear()
+        return summary
 
     def get_top_k(self, workload: Workload, top_k: int) -> list[TuningRecord]:
         best = self._best(workload.mod)

@@ -24,7 +24,8 @@ from service.app import create_app
 from service.cli import main
 from service.client import IntegrityError, TunehubClient
 from service.client.cache import LibraryCache, cache_root
-from service.client.fetch import NotTuned, Offline
+from service.client.errors import Offline
+from service.client.fetch import NotTuned
 from service.settings import Settings
 from service.worker.runner import WorkerContext, run_job
 from tests.conftest import TINY, ServerThread
