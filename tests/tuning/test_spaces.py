@@ -229,3 +229,37 @@ def test_nchw_conv_packed_schedule_vectorises_channels_and_matches_numpy(tmp_pat
     tvm.ir.assert_structural_equal(replayed, sch.mod)
     split = split_packed(sch.mod)
     _library_matches_numpy(op, spec, target, split, params, tmp_path, seed=1)
+
+
+def test_a_packing_tvm_cannot_invert_falls_back_to_the_drop_in_main(tmp_path) -> None:
+    """A packed-space trace of a model task (the tiny CNN's second conv with its bias and relu
+    fused, as Relax's AttachAttrLayoutFreeBuffers marks it) whose weight rewrite TVM's
+    TransformLayout cannot invert into a pack function: the schedule is kept whole (its main
+    packs inside the call) instead of failing the job, and it computes what the function as
+    written computes."""
+    import json
+    from pathlib import Path
+
+    import tvm
+
+    from tuning.ir import arg_specs, load_mod
+    from tuning.publish.verify import apply_trace, compile_to_library
+
+    case = json.loads(
+        (Path(__file__).parents[1] / "data" / "unsplittable_packing.json").read_text()
+    )
+    mod = load_mod(case["mod_json"])
+    scheduled = apply_trace(mod, case["trace_json"])
+    assert "meta_schedule.layout_rewrite_preproc" in scheduled.script()
+    split = split_packed(scheduled, drop_in=False)
+    assert split.packed == [] and split.entry == "main"
+    target = tvm.target.Target({"kind": "llvm"})
+    specs = arg_specs(mod["main"])
+    rng = np.random.default_rng(0)
+    inputs = [rng.standard_normal(shape).astype(dtype) for shape, dtype in specs[:-1]]
+    out_shape, out_dtype = specs[-1]
+    tuned = compile_to_library(split.mod, target, tmp_path / "tuned.so")
+    plain = compile_to_library(mod, target, tmp_path / "plain.so")
+    expected = run_module(plain, "llvm", inputs, out_shape, out_dtype)
+    actual = run_module(tuned, "llvm", inputs, out_shape, out_dtype)
+    np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-5)

@@ -97,8 +97,11 @@ def split_packed(scheduled: Any, drop_in: bool = True) -> SplitModule:
     """Split a scheduled module into the per-call kernel and its weight pre-transforms.
 
     A module without layout-rewrite blocks (the plain space, or a schedule that packed
-    nothing) comes back unchanged with ``packed=[]``. ``drop_in=False`` leaves the drop-in
-    ``main`` out (what is timed does not need it; the published library has it).
+    nothing) comes back unchanged with ``packed=[]``, and so does one whose packing TVM cannot
+    express as a function of its own (`TransformLayout` cannot invert some rewrites of model
+    tasks' fused weights): its ``main`` packs inside every call, correct and timed as such.
+    ``drop_in=False`` leaves the drop-in ``main`` out (what is timed does not need it; the
+    published library has it).
     """
     import tvm
     from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
@@ -119,7 +122,10 @@ def split_packed(scheduled: Any, drop_in: bool = True) -> SplitModule:
         shape = [int(x) for x in source.shape]
         target_buffer = param_buffer(kernel, kernel.params[index])
         name = f"pack_{index}"
-        pack = _pack_function(block, shape, str(source.dtype), source.name)
+        try:
+            pack = _pack_function(block, shape, str(source.dtype), source.name)
+        except RuntimeError:  # TVM cannot invert this layout (a model task's fused bias, say)
+            return SplitModule(mod=scheduled, packed=[])
         functions[name] = pack.with_attr("global_symbol", name)
         packed.append(
             PackedParam(
