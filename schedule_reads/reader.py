@@ -24,7 +24,8 @@ class ScheduleReader(ABC):
       another target is ever returned, however similar (apache/tvm#15549: a database answering
       across targets applies a schedule tuned for different hardware).
     * **Only what was verified.** Failed candidates and imported records no worker has verified
-      are never returned; a schedule is a best verified against the reference.
+      are never returned; a schedule is a best verified against the reference — except a
+      neighbour answer (``verified`` False), returned only by a reader made to ask for them.
     * **A miss is not an error.** An unknown workload, target or key is None (`best`), an empty
       list (`top_k`) or an absent dict key (`lookup`).
     * **Workload identity.** A workload is named by its structural hash. Where the store holds

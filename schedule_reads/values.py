@@ -44,3 +44,7 @@ class TunedSchedule:
     space: str
     packed_params: list[dict[str, Any]] | None  # tuning.publish.packing.PackedParam JSON
     record: TunedRecord | None
+    # A neighbour answer (only to a reader that asked for them): another workload's verified
+    # best refitted to this one, not verified on it yet ("neighbour", verified False).
+    provenance: str = "tuned"
+    verified: bool = True

@@ -31,6 +31,9 @@ router = APIRouter(tags=["lookup"], route_class=StrictRoute)
 MAX_TOP_K = 100
 
 
+NEIGHBOUR_ONLY = ("provenance", "verified")
+
+
 @router.post("/lookup", response_model=LookupOut, response_model_exclude_unset=True)
 def lookup(
     body: LookupBody,
@@ -55,7 +58,12 @@ def lookup(
         key = stored.key
     reader = SqlScheduleReader(store)
     found = reader.lookup(key, body.workloads) if stored is not None else {}
-    schedules = {shash: asdict(schedule) for shash, schedule in found.items()}
+    # A verified best's provenance and verified flag are answered only to those who asked
+    # for neighbour answers (old clients see exactly what they always saw).
+    schedules = {
+        shash: {k: v for k, v in asdict(schedule).items() if k not in NEIGHBOUR_ONLY}
+        for shash, schedule in found.items()
+    }
     missing = [shash for shash in dict.fromkeys(body.workloads) if shash not in found]
     answer = {
         "target": {"key": key, "label": stored.label if stored is not None else None},

@@ -286,11 +286,18 @@ class TunehubClient:
         return self._object(self.http.get("/me"))
 
     # -- the build side -----------------------------------------------------------------------
-    def lookup(self, target: str | dict[str, Any], workloads: list[str]) -> dict[str, Any]:
+    def lookup(
+        self, target: str | dict[str, Any], workloads: list[str], allow_neighbour: bool = False
+    ) -> dict[str, Any]:
         """The verified bests of many workloads (structural hashes) on one target, in one
         request: ``{"target": {"key", "label"}, "tvm_series", "schedules": {hash: ...},
-        "missing": [...]}``. ``target``: "host", a JSON target, or a stored key or label."""
-        body = {"target": target, "workloads": workloads}
+        "missing": [...]}``. ``target``: "host", a JSON target, or a stored key or label.
+        ``allow_neighbour``: an untuned workload the service knows is answered with its nearest
+        tuned neighbour's schedule (``verified: false``), and ``withdrawn`` lists the hashes
+        whose neighbour answer failed verification."""
+        body: dict[str, Any] = {"target": target, "workloads": workloads}
+        if allow_neighbour:
+            body["allow_neighbour"] = True
         return self._object(self.http.post("/lookup", json=body))
 
     def top_records(self, workload: str, target_key: str, k: int = 5) -> list[dict[str, Any]]:

@@ -23,9 +23,15 @@ class RestScheduleReader(ScheduleReader):
     """`ScheduleReader` over a tunehub server, bound to ``tvm_series`` (e.g. the installed
     TVM's: `schedule_reads.tvm_series(tvm.__version__)`)."""
 
-    def __init__(self, client: TunehubClient, tvm_series: str) -> None:
+    def __init__(
+        self, client: TunehubClient, tvm_series: str, allow_neighbour: bool = False
+    ) -> None:
+        """``allow_neighbour``: `lookup` also answers neighbour answers (``verified`` False)
+        and records the hashes whose neighbour answer was withdrawn in ``withdrawn``."""
         super().__init__(tvm_series)
         self.client = client
+        self.allow_neighbour = allow_neighbour
+        self.withdrawn: set[str] = set()  # neighbour answers the service withdrew, so far
         self._server_series: str | None = None  # learnt from the first lookup answer
 
     def target_key(self, target: str | dict[str, Any]) -> str:
@@ -46,12 +52,13 @@ class RestScheduleReader(ScheduleReader):
         if not hashes:
             return {}
         try:
-            answer = self.client.lookup(target_key, hashes)
+            answer = self.client.lookup(target_key, hashes, self.allow_neighbour)
         except TunehubError as err:
             if err.status == 422 and _names_target(err.detail):
                 return {}  # a key the server has never stored: nothing tuned there
             raise
         self._check_series(str(answer["tvm_series"]))
+        self.withdrawn.update(str(h) for h in answer.get("withdrawn", []))
         return {shash: schedule_from_json(body) for shash, body in answer["schedules"].items()}
 
     def _check_server_series(self) -> None:
@@ -98,4 +105,6 @@ def schedule_from_json(body: dict[str, Any]) -> TunedSchedule:
         space=str(body["space"]),
         packed_params=body["packed_params"],
         record=None if body["record"] is None else _record(body["record"]),
+        provenance=str(body.get("provenance", "tuned")),
+        verified=bool(body.get("verified", True)),
     )

@@ -41,15 +41,25 @@ class TunehubDatabase(PyDatabase):
     its JSON dict, "host" = the server's host, or a stored target's key or label)."""
 
     def __init__(
-        self, client: TunehubClient, target: Any, *, commit: bool = False, cache: bool = True
+        self,
+        client: TunehubClient,
+        target: Any,
+        *,
+        commit: bool = False,
+        cache: bool = True,
+        allow_neighbour: bool = False,
     ) -> None:
         """``commit``: keep the records MetaSchedule commits (a build that tunes) and send them
         with `push`. ``cache``: save every answer on disk (`LookupCache`) and, when the server
-        does not answer, answer from there, with an `OfflineWarning` saying so."""
+        does not answer, answer from there, with an `OfflineWarning` saying so.
+        ``allow_neighbour``: take the service's instant answer for an untuned workload (its
+        nearest tuned neighbour's schedule, refitted and checked to compile, not verified on
+        this workload yet; a job then verifies and tunes it); an answer the service later
+        withdraws is dropped from the cache on the next lookup."""
         super().__init__()
         spec = _plain(target.export()) if isinstance(target, tvm.target.Target) else target
         self.client = client
-        self.reader = RestScheduleReader(client, tvm_series(tvm.__version__))
+        self.reader = RestScheduleReader(client, tvm_series(tvm.__version__), allow_neighbour)
         self.target = tvm.target.Target(spec) if isinstance(spec, dict) else None
         self.target_spec = spec
         self.commit = commit
@@ -113,13 +123,17 @@ class TunehubDatabase(PyDatabase):
                 self._go_offline(err)
             else:
                 answers = {shash: found.get(shash) for shash in wanted}
+                # Withdrawn neighbour answers leave the cache, whoever asked for them.
+                answers.update(dict.fromkeys(self.reader.withdrawn - set(answers)))
                 self._answers.update(answers)
                 if self.cache is not None:
                     self.cache.save(self.target_key, self.reader.tvm_series, answers)
                 return
         cached = self._go_offline(RuntimeError("offline"))
         for shash in wanted:
-            self._answers[shash] = cached.answers.get(shash)
+            best = cached.answers.get(shash)
+            usable = best is not None and (best.verified or self.reader.allow_neighbour)
+            self._answers[shash] = best if usable else None
 
     def _best(self, mod: Any) -> TunedSchedule | None:
         shash = _shash(mod)

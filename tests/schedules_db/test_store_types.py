@@ -21,11 +21,12 @@ from schedules_db.store.catalog import CatalogRows
 from schedules_db.store.fleet import Fleet
 from schedules_db.store.jobs import Jobs
 from schedules_db.store.models import Models
+from schedules_db.store.neighbours import Neighbours
 from schedules_db.store.records import Records
 from schedules_db.store.schedules import Schedules
 from tests.schedules_db.published import publish
 
-AGGREGATES = (CatalogRows, Jobs, Records, Schedules, Fleet, Models, SqlScheduleReader)
+AGGREGATES = (CatalogRows, Jobs, Records, Schedules, Fleet, Models, Neighbours, SqlScheduleReader)
 VALUES = (
     values.Target,
     values.WorkloadInfo,
@@ -37,6 +38,7 @@ VALUES = (
     values.Worker,
     values.ModelJob,
     values.ModelTask,
+    values.NeighbourAnswer,
 )
 
 
@@ -89,6 +91,7 @@ def test_values_name_the_columns_and_are_frozen() -> None:
         (values.Worker, "workers", ()),
         (values.ModelJob, "models", ()),
         (values.ModelTask, "model_tasks", ()),
+        (values.NeighbourAnswer, "neighbour_answers", ()),
     ):
         columns = {c.name for c in Base.metadata.tables[row].c} - set(left_out)
         assert {f.name for f in dataclasses.fields(value)} == columns, value.__name__

@@ -423,6 +423,11 @@ def _tour(api: Recorder) -> None:
     call("POST", models, body={**upload, "format": "onnx", "source": "not base64!"})
     call("POST", models, body={**upload, "inputs": [{"name": "x", "shape": [0]}]})
 
+    # Neighbour answers (issue 16): opt-in; without the field a lookup answers as before.
+    call("POST", lookup, body={"target": SKYLAKE, "workloads": [shash, "12345"],
+                               "allow_neighbour": True})  # fmt: skip
+    call("POST", lookup, body={"target": SKYLAKE, "workloads": [shash], "allow_neighbour": "maybe"})
+
 
 def _as(api: Recorder, who: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {api.tokens[who]}"}

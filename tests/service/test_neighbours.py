@@ -17,11 +17,15 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
+import tvm
+from tvm.s_tir.meta_schedule.tir_integration import compile_tir
 
 from schedules_db import Store, make_engine
 from schedules_db.values import NewNeighbourAnswer
 from service.api.usecases.neighbour_answers import NEIGHBOUR_PRIORITY
 from service.app import create_app
+from service.client import TunehubClient
+from service.client.tvm_database import TunehubDatabase
 from service.settings import Settings
 from service.worker import neighbour_check, verification
 from service.worker.runner import WorkerContext, run_next
@@ -44,6 +48,7 @@ class Service:
     client: httpx.Client
     data_dir: Path
     store: Store
+    url: str
 
     def run_worker(self) -> list[str]:
         """Run a worker until nothing is left; the outcome of each job."""
@@ -75,7 +80,7 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     app = create_app(Settings(data_dir=data_dir, max_trials=4), run_reaper=False)
     with ServerThread(app) as server, httpx.Client(base_url=server.url, timeout=300) as client:
         store = Store(make_engine(f"sqlite:///{data_dir / 'tunehub.db'}"), current_tvm_series())
-        yield Service(client, data_dir, store)
+        yield Service(client, data_dir, store, server.url)
 
 
 def _matmul(m: int, n: int, k: int) -> WorkloadSpec:
@@ -120,8 +125,9 @@ def _replays_and_compiles(mod: Any, trace_json: str) -> Any:
 
 
 def test_a_catalog_workload_gets_its_neighbours_answer_then_its_tuned_best(
-    service: Service,
+    service: Service, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     _tune_matmul(service, *TUNED)
     spec = _matmul(96, 128, 64)
     shash = _known(service, spec)
@@ -141,7 +147,6 @@ def test_a_catalog_workload_gets_its_neighbours_answer_then_its_tuned_best(
     assert given["record"]["args_info"][0] == ["TENSOR", "float32", [96, 64]]
     # It applies and compiles on the requested workload, and computes the matmul.
     module = _replays_and_compiles(spec.mod, given["record"]["trace_json"])
-    import tvm
 
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((96, 64), "float32"), rng.standard_normal((64, 128), "float32")
@@ -153,6 +158,13 @@ def test_a_catalog_workload_gets_its_neighbours_answer_then_its_tuned_best(
     # Asked again: the same answer, not made again, no second job.
     again = service.lookup([shash], allow_neighbour=True)
     assert again["schedules"][shash] == given
+    # A build's TunehubDatabase takes it only when it asks for neighbour answers.
+    target = tvm.target.Target(resolve_target("host").canonical)
+    with TunehubClient(service.url) as light:
+        assert TunehubDatabase(light, target).prefetch(spec.mod) == 0
+        instant = TunehubDatabase(light, target, allow_neighbour=True)
+        assert instant.prefetch(spec.mod) == 1
+        assert compile_tir(instant, spec.mod, target) is not None
 
     assert service.run_worker() == ["succeeded"]
     after = service.lookup([shash], allow_neighbour=True)["schedules"][shash]
@@ -173,12 +185,17 @@ class _Perturbed(verification.Reference):
 
 
 def test_an_answer_that_fails_verification_is_withdrawn(
-    service: Service, monkeypatch: pytest.MonkeyPatch
+    service: Service, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     _tune_matmul(service, *TUNED)
-    shash = _known(service, _matmul(128, 96, 128))
+    spec = _matmul(128, 96, 128)
+    shash = _known(service, spec)
     given = service.lookup([shash], allow_neighbour=True)["schedules"][shash]
     assert given["provenance"] == "neighbour"
+    target = tvm.target.Target(resolve_target("host").canonical)
+    with TunehubClient(service.url) as light:  # a build takes it, and caches it
+        assert TunehubDatabase(light, target, allow_neighbour=True).prefetch(spec.mod) == 1
 
     monkeypatch.setattr(neighbour_check, "Reference", _Perturbed)
     monkeypatch.setattr(verification, "Reference", _Perturbed)  # the tuned ones fail too
