@@ -1,0 +1,406 @@
+"""Whole models end to end: tunehub-tuned TVM vs plain TVM MetaSchedule with the same budget vs
+untuned TVM vs PyTorch CPU (eager and ``torch.compile``), side by side in one run (issue 16).
+
+Models, built by hand as ONNX files with random weights, batch 1:
+
+    cnn       examples/cnn.py's small CNN, 1x3x32x32
+    resnet18  a ResNet-18-shaped CNN, 1x3x224x224 (tests/tuning/model_cases.resnet18_like)
+    bert      a BERT-base encoder layer, sequence 128, hidden 768, 12 heads, FFN 3072
+              (examples/transformer_block.encoder_layer)
+
+Each model gets a budget of ``--trials-per-task`` x its task count, spent:
+
+* by tunehub: a fresh `tunehub serve` (its worker warmed up by one small job first) tunes the
+  model (`submit_model` .. `wait_model`: the *tuning wall*, parse and compile included); then
+  `relax_build.build` compiles this process's own module with the fetched schedules (the
+  *fetch-only build wall*: the pipeline, one lookup, the compile);
+* by plain TVM, in this process: what `relax.pipeline.static_shape_tuning_pipeline(total,
+  target, work_dir, cpu_weight_prepack=True, max_trials_per_task=N)` does: `tune_relax` on the
+  same tasks (MetaSchedule's defaults: 64 candidates a batch, gradient task scheduler; only the
+  builder's timeout raised), the weights prepacked after tuning, compiled (*plain tune s*).
+
+Untuned TVM is the same pipeline with no records. PyTorch runs the ONNX graph op by op (the
+same weights; ``torch.compile`` where it works here). Everything is timed in this process,
+interleaved over ``--rounds`` (median of rounds, each the median of ``--repeat`` samples of at
+least 0.1 s), on the same ``BENCH_THREADS`` threads (default: the target's cores); every
+output is checked against untuned TVM's.
+
+The budget curve (``--budget-curve 8,16,32,64``, ResNet-18 only): a second fresh server tunes
+it with 8, then 16, 32, 64 trials per task, each continuing from the records of the last, and
+after each the fetched build's latency and the tuning wall so far are printed.
+
+    .venv/bin/pip install -e '.[bench]'      # torch (optional: --skip-torch)
+    .venv/bin/python bench/model.py [--models cnn,resnet18,bert] [--trials-per-task 64]
+        [--budget-curve 8,16,32,64] [--skip-torch] [--server URL]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "examples"))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from cnn import small_cnn  # noqa: E402
+from kernel_quality import free_port, settle, time_callable  # noqa: E402
+from transformer_block import encoder_layer  # noqa: E402
+
+from service.client import TunehubClient  # noqa: E402
+from service.client.models import submit_model, wait_model  # noqa: E402
+from tests.tuning.model_cases import resnet18_like  # noqa: E402
+
+MODELS: dict[str, tuple[Callable[[], Any], list[int]]] = {
+    "cnn": (lambda: small_cnn(32), [1, 3, 32, 32]),
+    "resnet18": (lambda: resnet18_like(size=224), [1, 3, 224, 224]),
+    "bert": (lambda: encoder_layer(seq=128, dim=768, heads=12, ffn=3072), [1, 128, 768]),
+}
+BUILD_TIMEOUT_S = 180  # plain MetaSchedule's LocalBuilder (stock: 30 s)
+TOLERANCE = 1e-3  # max |out - untuned TVM's| over max |untuned TVM's|
+
+
+@dataclass
+class Row:
+    """What one model measured: latency (ms) per way, walls (s), max error per way."""
+
+    model: str
+    tasks: int
+    trials: int
+    ms: dict[str, float] = field(default_factory=dict)
+    wall: dict[str, float] = field(default_factory=dict)
+    error: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+# -- servers ---------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def serve(url: str | None) -> Iterator[TunehubClient]:
+    """A client of ``url``, or of a fresh `tunehub serve` (own data folder, free port) that
+    lives as long as the block, its worker warmed up by one small job."""
+    proc, data_dir = None, None
+    if url is None:
+        data_dir = Path(tempfile.mkdtemp(prefix="tunehub-bench-model-"))
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TUNEHUB_")}
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "service.cli", "serve", "--port", str(port),
+             "--data-dir", str(data_dir)],
+            stdout=open(data_dir / "serve.log", "wb"),  # noqa: SIM115 - lives as long as serve
+            stderr=subprocess.STDOUT, env=env,
+        )  # fmt: skip
+    try:
+        with TunehubClient(url, timeout=600) as client:
+            deadline = time.monotonic() + 120
+            while True:
+                try:
+                    client.targets()
+                    break
+                except Exception:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.5)
+            if proc is not None:  # the first job waits for the worker's TVM imports
+                warm = client.submit("matmul", {"M": 16, "N": 16, "K": 16}, "host", 1)
+                client.wait(warm["id"], poll_s=1)
+            yield client
+    finally:
+        if proc is not None:
+            proc.terminate()
+            proc.wait(timeout=60)
+        if data_dir is not None:
+            shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def tune_with_tunehub(client: TunehubClient, model: Any, shape: list[int], trials: int,
+                      folder: Path) -> float:  # fmt: skip
+    """Submit ``model`` with ``trials`` in total and wait until it is compiled; the wall (s)."""
+    path = folder / f"{model.graph.name}.onnx"
+    onnx.save(model, path)
+    inputs = [{"name": "x", "shape": shape, "dtype": "float32"}]
+    started = time.monotonic()
+    submitted = submit_model(client, path, inputs, trials)
+    done = wait_model(client, submitted["id"], poll_s=2)
+    wall = time.monotonic() - started
+    if done["state"] != "succeeded":
+        raise SystemExit(f"model {done['id']} {done['state']}: {done['error']}")
+    failed = done["progress"]["tasks_failed"]
+    print(f"  tunehub: {done['progress']['tasks']} tasks, {trials} trials in {wall:.0f} s; "
+          f"{done['result']['tasks_applied']} tasks tuned, {failed} task jobs failed",
+          flush=True)  # fmt: skip
+    return wall
+
+
+# -- the ways --------------------------------------------------------------------------------
+
+
+def tvm_ways(mod: Any, target: Any, client: TunehubClient, budget: tuple[int, int],
+             folder: Path, row: Row) -> dict[str, Any]:  # fmt: skip
+    """The TVM builds of ``mod`` as Relax VMs: tunehub's fetched build, plain MetaSchedule's
+    with the same budget (total, per task), untuned."""
+    import tvm
+    from tvm import relax
+    from tvm.s_tir import meta_schedule as ms
+
+    from service.client.relax_build import build
+    from tuning.models.pipeline import compile_with, tuning_pipeline
+
+    def vm(executable: Any) -> Any:
+        return relax.VirtualMachine(executable, tvm.cpu())
+
+    started = time.monotonic()
+    tuned = build(mod, target, client=client)
+    row.wall["fetch build"] = time.monotonic() - started
+    untuned = compile_with(tuning_pipeline(mod, target), target, ms.database.MemoryDatabase())
+    # Plain MetaSchedule: what static_shape_tuning_pipeline(cpu_weight_prepack=True) does (its
+    # passes are `tuning_pipeline` and `compile_with`), through tune_relax so that the builder's
+    # timeout can be raised: the stock 30 s killed every build here (each fresh builder process
+    # imports TVM's tensor intrinsics, ~26 s on 2 loaded cores).
+    total, per_task = budget
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(dir=folder) as work_dir:
+        fused = tuning_pipeline(mod, target)
+        database = ms.relax_integration.tune_relax(
+            fused, {}, target, work_dir, max_trials_global=total, max_trials_per_task=per_task,
+            builder=ms.builder.LocalBuilder(timeout_sec=BUILD_TIMEOUT_S),
+        )  # fmt: skip
+        plain = compile_with(fused, target, database)
+    row.wall["plain tune"] = time.monotonic() - started
+    print(f"  plain TVM: {total} trials in {row.wall['plain tune']:.0f} s", flush=True)
+    return {"tunehub": vm(tuned), "plain TVM": vm(plain), "untuned": vm(untuned)}
+
+
+def torch_callable(model: Any, compiled: bool) -> Callable[[np.ndarray], np.ndarray]:
+    """The ONNX graph run op by op in PyTorch (inference mode), optionally `torch.compile`d."""
+    import torch
+    import torch.nn.functional as F
+
+    arrays = {t.name: numpy_helper.to_array(t).copy() for t in model.graph.initializer}
+    weights = {name: torch.from_numpy(a) for name, a in arrays.items()}
+
+    def layer(kind: str, at: dict[str, Any], inputs: list[str]) -> Callable[..., Any]:
+        """The node as a function of its tensor inputs (static attributes bound)."""
+        if kind == "Conv":
+            stride, pad = at.get("strides", [1, 1]), at["pads"][:2]
+            return lambda x, w, b: F.conv2d(x, w, b, stride=stride, padding=pad)
+        if kind == "MaxPool":
+            return lambda x: F.max_pool2d(x, at["kernel_shape"], at["strides"], at["pads"][:2])
+        if kind == "Reshape":  # the shape is an initializer: static, not a tensor to read
+            shape = [int(d) for d in arrays[inputs.pop()]]
+            return lambda x: x.reshape(shape)
+        table: dict[str, Callable[..., Any]] = {
+            "Gemm": F.linear,  # transB=1
+            "LayerNormalization": lambda x, g, b: F.layer_norm(x, g.shape, g, b),
+            "Relu": F.relu, "Gelu": F.gelu, "Flatten": lambda x: x.flatten(1),
+            "GlobalAveragePool": lambda x: x.mean((2, 3), keepdim=True),
+            "Softmax": lambda x: x.softmax(at.get("axis", -1)),
+            "Transpose": lambda x: x.permute(at["perm"]),
+            "Add": torch.add, "Mul": torch.mul, "MatMul": torch.matmul,
+        }  # fmt: skip
+        return table[kind]
+
+    steps = []
+    for n in model.graph.node:
+        at = {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}
+        inputs = list(n.input)
+        steps.append((layer(n.op_type, at, inputs), inputs, n.output[0]))
+
+    def forward(x: Any) -> Any:
+        values = {**weights, "x": x}
+        for fn, inputs, out in steps:
+            values[out] = fn(*(values[i] for i in inputs))
+        return values[model.graph.output[0].name]
+
+    run = torch.compile(forward) if compiled else forward
+
+    def call(x: np.ndarray) -> np.ndarray:
+        with torch.inference_mode():
+            return np.asarray(run(torch.from_numpy(x)).numpy())
+
+    return call
+
+
+def measure(row: Row, ways: dict[str, Callable[[], np.ndarray]], rounds: int,
+            repeat: int) -> None:  # fmt: skip
+    """Check every way's output against untuned TVM's (relative to its largest magnitude: the
+    random weights make ResNet-18's outputs ~1e10), then time them interleaved."""
+    reference = ways["untuned"]()
+    scale = max(float(np.max(np.abs(reference))), 1e-30)
+    for name, fn in ways.items():
+        row.error[name] = float(np.max(np.abs(fn() - reference))) / scale
+        if row.error[name] > TOLERANCE:
+            row.notes.append(f"{name} differs from untuned TVM by {row.error[name]:.2g}")
+    samples: dict[str, list[float]] = {name: [] for name in ways}
+    for _ in range(rounds):
+        for name, fn in ways.items():
+            settle()
+            samples[name].append(time_callable(fn, repeat) * 1e3)
+    row.ms = {name: statistics.median(s) for name, s in samples.items()}
+
+
+def bound(fn: Callable[[Any], Any], x: Any) -> Callable[[], np.ndarray]:
+    """``fn(x)`` as a numpy array, as a no-argument callable."""
+
+    def call() -> np.ndarray:
+        out = fn(x)
+        return np.asarray(out if isinstance(out, np.ndarray) else out.numpy())
+
+    return call
+
+
+def bench_model(name: str, client: TunehubClient, args: argparse.Namespace, folder: Path) -> Row:
+    import tvm
+    from tvm.relax.frontend.onnx import from_onnx
+
+    from tuning.models.pipeline import extract, tuning_pipeline
+
+    build_model, shape = MODELS[name]
+    model = build_model()
+    mod = from_onnx(model, shape_dict={"x": shape}, keep_params_in_input=False)
+    target = tvm.target.Target(client.targets()["host"]["canonical"])
+    tasks = len(extract(tuning_pipeline(mod, target), target))
+    row = Row(name, tasks, tasks * args.trials_per_task)
+    print(f"{name}: {tasks} tasks, {row.trials} trials", flush=True)
+    row.wall["tunehub tune"] = tune_with_tunehub(client, model, shape, row.trials, folder)
+    vms = tvm_ways(mod, target, client, (row.trials, args.trials_per_task), folder, row)
+    x = np.random.default_rng(0).standard_normal(shape).astype("float32")
+    data = tvm.runtime.tensor(x)
+    ways = {way: bound(vm["main"], data) for way, vm in vms.items()}
+    # TVM's pool starts before PyTorch's: the other order slowed eager 30x here (0.3 -> 9 ms).
+    for run in ways.values():
+        run()
+    if not args.skip_torch:
+        ways["torch eager"] = bound(torch_callable(model, False), x)
+        try:
+            compiled = torch_callable(model, True)
+            compiled(x)
+            ways["torch.compile"] = bound(compiled, x)
+        except Exception as err:  # noqa: BLE001 - inductor needs a compiler, ...
+            row.notes.append(f"torch.compile: {type(err).__name__}: {str(err)[:120]}")
+    measure(row, ways, args.rounds, args.repeat)
+    return row
+
+
+def budget_curve(
+    args: argparse.Namespace, steps: list[int], folder: Path
+) -> list[tuple[int, int, float, float]]:
+    """ResNet-18 on a fresh server, tuned with each per-task budget in turn (each continuing
+    from the last's records): (trials per task, total, latency ms, tuning wall so far)."""
+    import tvm
+    from tvm import relax
+    from tvm.relax.frontend.onnx import from_onnx
+
+    from service.client.relax_build import build
+    from tuning.models.pipeline import extract, tuning_pipeline
+
+    build_model, shape = MODELS["resnet18"]
+    model = build_model()
+    mod = from_onnx(model, shape_dict={"x": shape}, keep_params_in_input=False)
+    data = tvm.runtime.tensor(np.random.default_rng(0).standard_normal(shape).astype("float32"))
+    points: list[tuple[int, int, float, float]] = []
+    spent = 0.0
+    with serve(None) as client:
+        target = tvm.target.Target(client.targets()["host"]["canonical"])
+        tasks = len(extract(tuning_pipeline(mod, target), target))
+        for per_task in steps:
+            print(f"budget curve: {per_task} trials per task", flush=True)
+            spent += tune_with_tunehub(client, model, shape, per_task * tasks, folder)
+            main = relax.VirtualMachine(build(mod, target, client=client), tvm.cpu())["main"]
+            settle()
+            ms = time_callable(bound(main, data), args.repeat) * 1e3
+            points.append((per_task, per_task * tasks, ms, spent))
+    return points
+
+
+# -- report ----------------------------------------------------------------------------------
+
+
+def ratio(row: Row, way: str) -> str:
+    """``way``'s latency over tunehub's (> 1: tunehub is faster)."""
+    return f"{row.ms[way] / row.ms['tunehub']:.2f}x" if way in row.ms else "-"
+
+
+def print_table(rows: list[Row], threads: int) -> None:
+    ways = ["tunehub", "plain TVM", "untuned", "torch eager", "torch.compile"]
+    head = (f"{'model':<9} {'tasks':>5} {'trials':>6} " + " ".join(f"{w + ' ms':>16}" for w in ways)
+            + f" {'eager/tunehub':>13} {'compile/tunehub':>15} {'tunehub tune s':>14} "
+            f"{'plain tune s':>12} {'fetch build s':>13}")  # fmt: skip
+    print("\n" + head)
+    for r in rows:
+        cells = " ".join(f"{r.ms[w]:>16.3f}" if w in r.ms else f"{'-':>16}" for w in ways)
+        print(f"{r.model:<9} {r.tasks:>5} {r.trials:>6} {cells} {ratio(r, 'torch eager'):>13} "
+              f"{ratio(r, 'torch.compile'):>15} {r.wall['tunehub tune']:>14.0f} "
+              f"{r.wall['plain tune']:>12.0f} {r.wall['fetch build']:>13.1f}")  # fmt: skip
+    for r in rows:
+        errors = ", ".join(f"{w} {e:.1e}" for w, e in r.error.items())
+        print(f"{r.model}: max |out - untuned TVM| / max |untuned TVM|: {errors}")
+        for note in r.notes:
+            print(f"{r.model}: {note}")
+    print(f"each ms: median of rounds, each the median of samples of >= 0.1 s, every way on "
+          f"{threads} threads; x/tunehub > 1: tunehub is faster; 1-min load average "
+          f"{os.getloadavg()[0]:.2f} at the end")  # fmt: skip
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--models", default="cnn,resnet18,bert")
+    parser.add_argument("--trials-per-task", type=int, default=64)
+    parser.add_argument("--budget-curve", default="8,16,32,64", help="'' to skip")
+    parser.add_argument("--skip-torch", action="store_true")
+    parser.add_argument("--server", help="a running tunehub (default: start a fresh one)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    models = [m for m in args.models.split(",") if m]
+    unknown = set(models) - set(MODELS)
+    if unknown:
+        parser.error(f"unknown models {sorted(unknown)}: choose from {', '.join(MODELS)}")
+    steps = [int(s) for s in args.budget_curve.split(",") if s]
+
+    from tuning.hardware.targets import resolve_target
+    from tuning.hardware.threads import pin_runtime_threads
+
+    cores = int(resolve_target("host").canonical.get("num-cores", os.cpu_count() or 1))
+    threads = pin_runtime_threads(int(os.environ.setdefault("BENCH_THREADS", str(cores))))
+    if not args.skip_torch:
+        try:
+            import torch
+        except ImportError:
+            parser.error("torch is not installed: pip install -e '.[bench]', or --skip-torch")
+        torch.set_num_threads(threads)
+        print(f"torch {torch.__version__} on {torch.get_num_threads()} threads")
+    print(f"TVM on {threads} threads; 1-min load average {os.getloadavg()[0]:.2f}", flush=True)
+    with tempfile.TemporaryDirectory(prefix="tunehub-bench-model-") as tmp:
+        with serve(args.server) as client:
+            rows = [bench_model(name, client, args, Path(tmp)) for name in models]
+        curve = budget_curve(args, steps, Path(tmp)) if steps and "resnet18" in models else []
+    print_table(rows, threads)
+    if curve:
+        print("\nResNet-18 budget curve (one fresh server, each step continuing the last):")
+        print(f"{'trials/task':>11} {'trials':>7} {'latency ms':>11} {'tuning wall s':>13}")
+        for per_task, total, ms, wall in curve:
+            print(f"{per_task:>11} {total:>7} {ms:>11.3f} {wall:>13.0f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
