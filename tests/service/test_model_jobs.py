@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from schedules_db import Store, make_engine
+from service.api.usecases.create_model import split_budget
 from service.app import create_app
 from service.client import TunehubClient
 from service.client.relax_build import build
@@ -259,7 +260,10 @@ HOSTILE_RELAX = relax_calling('R.call_packed("system", x, sinfo_args=R.Tensor((4
         ("huge-initializer", "source"),
         ("external-data", "source"),
         ("wrong-input-name", "inputs"),
+        ("fewer-trials-than-tasks", "trials"),
         ("relax-call-packed", "source"),
+        ("relax-deep-nesting", "source"),
+        ("relax-deep-attributes", "source"),
     ],
 )
 def test_hostile_models_are_refused_and_nothing_is_written(
@@ -275,8 +279,14 @@ def test_hostile_models_are_refused_and_nothing_is_written(
         body = _body(huge_initializer())
     elif case == "external-data":
         body = _body(external_data())
+    elif case == "fewer-trials-than-tasks":
+        body["trials"] = 2  # the tiny CNN has 5 tasks
     elif case == "wrong-input-name":
         body["inputs"] = [{"name": "nope", "shape": [1, 3, 16, 16], "dtype": "float32"}]
+    elif case.startswith("relax-deep"):  # CPython's parser: MemoryError / RecursionError
+        deep = "x = " + "-" * 200_000 + "1\n" if case == "relax-deep-nesting" else (
+            "x = a" + ".b" * 200_000 + "\n")  # fmt: skip
+        body = {**body, "format": "relax", "source": deep}
     else:
         body = {**body, "format": "relax", "source": HOSTILE_RELAX,
                 "inputs": [{"name": "x", "shape": [4, 16], "dtype": "float32"},
@@ -287,3 +297,26 @@ def test_hostile_models_are_refused_and_nothing_is_written(
     assert detail[0]["loc"] == ["body", field], detail
     assert row_counts(service.data_dir, ("models", "jobs", "workloads", "artifacts")) == before
     assert service.client.get("/healthz").status_code == 200
+
+
+def test_raw_tir_that_nests_too_deeply_is_a_422(service: Service) -> None:
+    deep = "x = " + "-" * 200_000 + "1\n"
+    body = {"tir": {"format": "tvmscript", "source": deep}, "trials": 1}
+    response = service.client.post("/api/v1/jobs", json=body)
+    assert response.status_code == 422, response.text
+    assert "nests too deeply" in response.json()["detail"][0]["msg"]
+
+
+@pytest.mark.parametrize(
+    ("total", "sizes"),
+    [(64, [1e6, 3e5, 170.0, 2e3, 0.0]), (5, [1.0] * 5), (1000, [0.0, 0.0]), (7, [5.0, 1.0, 1.0])],
+)
+def test_the_budget_split_sums_to_the_total_and_follows_the_work(
+    total: int, sizes: list[float]
+) -> None:
+    shares = split_budget(total, sizes)
+    assert sum(shares) == total and all(share >= 1 for share in shares)
+    floor = max(1, total // (4 * len(sizes)))
+    assert min(shares) >= floor
+    biggest = max(range(len(sizes)), key=lambda i: sizes[i])
+    assert shares[biggest] == max(shares)  # the most work gets the most trials

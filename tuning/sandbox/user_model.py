@@ -117,6 +117,8 @@ def check_relax_syntax(text: str) -> str:
         tree = ast.parse(text)
     except SyntaxError as err:
         raise ModelRejected(f"not valid Python syntax: {err.msg} (line {err.lineno})") from None
+    except (RecursionError, MemoryError):  # CPython's parser gives up on deep nesting
+        raise ModelRejected("the source nests too deeply to parse") from None
     lines = text.splitlines()
     classes = 0
     for node in tree.body:

@@ -63,6 +63,8 @@ def check_syntax(source: str) -> str:
         tree = ast.parse(source)
     except SyntaxError as err:
         raise TirRejected(f"not valid Python syntax: {err.msg} (line {err.lineno})") from None
+    except (RecursionError, MemoryError):  # CPython's parser gives up on deep nesting
+        raise TirRejected("the source nests too deeply to parse") from None
     definitions = 0
     for node in tree.body:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
