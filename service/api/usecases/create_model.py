@@ -40,10 +40,10 @@ SOURCE_SUFFIX = {"onnx": ".onnx", "relax": ".py"}
 
 
 def split_budget(total: int, sizes: list[float]) -> list[int]:
-    """Trials per task for a model budget of ``total``: every task gets an even floor of a
-    quarter of the budget (at least 1 trial: a task's best must be measured and verified), the
-    rest goes by each task's share of the model's work (``sizes``: weight x FLOP), largest
-    remainders first. Sums to ``total``, or to one trial per task when ``total`` is smaller."""
+    """Trials per task for a model budget of ``total`` (at least one per task): every task gets
+    an even floor of a quarter of the budget (at least 1 trial: a task's best must be measured
+    and verified), the rest goes by each task's share of the model's work (``sizes``: weight x
+    FLOP), largest remainders first. Sums to ``total``."""
     count = len(sizes)
     if count == 0:
         return []
@@ -67,7 +67,8 @@ def create_model(
     Refusals, in order: ``who`` at its cap of active jobs (429); ``trials`` over
     ``settings.max_trials``, a target tunehub refuses or no worker registered (422); a source
     that is not base64 (ONNX) or that the isolated parser refuses (422 at ``source`` or
-    ``inputs``); no free or available parser (429/503). Needs ``submit-code`` (the route's)."""
+    ``inputs``); no free or available parser (429/503); fewer ``trials`` than tasks (422);
+    more tasks than ``who``'s cap leaves room for (429). Needs ``submit-code`` (the route's)."""
     check_active_jobs(store.jobs.count_unfinished(who.name), settings.max_active_jobs)
     if body.trials > settings.max_trials:
         raise invalid(
@@ -81,6 +82,17 @@ def create_model(
     source = _source_bytes(body)
     inputs = [ModelInput(i.name, tuple(i.shape), i.dtype) for i in body.inputs]
     parsed = parsed_model(body.format, source, inputs, target.canonical, who.limit_key)
+    if body.trials < len(parsed.tasks):
+        raise invalid(
+            ("body", "trials"),
+            f"the model has {len(parsed.tasks)} tasks: trials must be at least that (one each)",
+            "greater_than_equal",
+            body.trials,
+        )
+    # Each task is a job of its own: all of them count against the caller's cap.
+    check_active_jobs(
+        store.jobs.count_unfinished(who.name) + len(parsed.tasks) - 1, settings.max_active_jobs
+    )
 
     stored_target = record_target(store, body.target, target)
     artifact = _store_source(store, settings, body.format, source)
