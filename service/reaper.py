@@ -54,6 +54,8 @@ class Reaper(threading.Thread):
         for job in resend.values():
             dispatch(self.store, self.queue, job)  # a broker that is down ends the sweep
         stale_after = timedelta(seconds=self.settings.stale_after_s)
+        for model_id in self.store.models.cancel_abandoned(stale_after):
+            log.warning("model %s: cancelled while its compiling worker was lost", model_id)
         models = self.store.models.not_woken_since(cutoff, stale_after)
         for model in models:
             wake_compile(self.store, self.queue, model)

@@ -127,8 +127,8 @@ class Models(Aggregate):
 
     def ready(self, target_ids: list[int], stale_after: timedelta) -> list[ModelJob]:
         """Models on ``target_ids`` whose compile a worker may claim now: `tuning` with every
-        task's job final, or `compiling` with a heartbeat older than ``stale_after``; oldest
-        first."""
+        task's job final, or `compiling` with a heartbeat older than ``stale_after``, and not
+        cancelled; oldest first."""
         cutoff = utcnow() - stale_after
         unfinished = (
             select(ModelTaskRow.id)
@@ -141,6 +141,7 @@ class Models(Aggregate):
                 select(ModelRow)
                 .where(
                     ModelRow.target_id.in_(target_ids),
+                    ModelRow.cancel_requested.is_(False),
                     ((ModelRow.state == ModelState.TUNING.value) & ~unfinished)
                     | (
                         (ModelRow.state == ModelState.COMPILING.value)
@@ -167,6 +168,7 @@ class Models(Aggregate):
                 update(ModelRow)
                 .where(
                     ModelRow.id == model_id,
+                    ModelRow.cancel_requested.is_(False),
                     or_(
                         tuning_done,
                         (ModelRow.state == ModelState.COMPILING.value)
@@ -255,6 +257,25 @@ class Models(Aggregate):
                 .values(state=ModelState.CANCELLED.value, finished_at=utcnow())
             )
             return rowcount(s, cancelled) == 1
+
+    def cancel_abandoned(self, stale_after: timedelta) -> list[int]:
+        """Models cancelled while compiling whose worker stopped heart-beating: `cancelled`
+        now (no one compiles them again; the reaper's). Returns their ids."""
+        cutoff = utcnow() - stale_after
+        with self._session() as s:
+            ids = list(
+                s.scalars(
+                    update(ModelRow)
+                    .where(
+                        ModelRow.state == ModelState.COMPILING.value,
+                        ModelRow.cancel_requested.is_(True),
+                        ModelRow.heartbeat_at < cutoff,
+                    )
+                    .values(state=ModelState.CANCELLED.value, finished_at=utcnow())
+                    .returning(ModelRow.id)
+                )
+            )
+        return ids
 
     def mark_woken(self, model_id: int) -> None:
         """Record that a wake-up message for the model's compile was sent now."""

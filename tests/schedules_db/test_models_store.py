@@ -112,9 +112,14 @@ def test_cancel_stops_a_tuning_model_and_flags_a_compiling_one(store: Store) -> 
     flagged = store.models.request_cancel(other)
     assert flagged is not None and flagged.state == ModelState.COMPILING.value
     assert flagged.cancel_requested
-    assert store.models.cancel_compiling(other, "w1")
+    # Its worker dies: nobody compiles it again, and the reaper marks it cancelled.
+    assert store.models.ready([tid], timedelta(seconds=-1)) == []
+    assert not store.models.claim_compile(other, "w2", timedelta(seconds=-1))
+    assert store.models.cancel_abandoned(STALE) == []  # w1's heartbeat is fresh
+    assert store.models.cancel_abandoned(timedelta(seconds=-1)) == [other]
     after = store.models.get(other)
     assert after is not None and after.state == ModelState.CANCELLED.value
+    assert not store.models.cancel_compiling(other, "w1")  # final already
     assert store.models.request_cancel(10**6) is None
 
 
