@@ -17,6 +17,7 @@ from fastapi import APIRouter, Query
 
 from schedules_db.keys import target_key
 from schedules_db.reader import SqlScheduleReader
+from schedules_db.tokens import SUBMIT
 from service.api.deps import QueueDep, SettingsDep, StoreDep
 from service.api.models import LookupOut, TunedRecordOut
 from service.api.usecases.neighbour_answers import answer_missing
@@ -48,8 +49,9 @@ def lookup(
     workload as missing. Nothing is written, unless ``allow_neighbour``: then every answer
     carries ``provenance`` and ``verified``, a known workload without a verified best gets its
     nearest tuned neighbour's schedule (``provenance`` "neighbour", ``verified`` false; made
-    and its verifying job queued on first request), and ``withdrawn`` lists the hashes whose
-    neighbour answer failed verification."""
+    and its verifying job queued on the first request of a caller who may submit — a reader
+    gets the answers made already), and ``withdrawn`` lists the hashes whose neighbour answer
+    failed verification."""
     stored = find_named_target(body.target, store)  # a stored key or label: that target
     if stored is None:
         key = target_key(resolve_job_target(body.target, store).canonical)
@@ -77,7 +79,9 @@ def lookup(
         schedule.update(provenance="tuned", verified=True)
     withdrawn: list[str] = []
     if stored is not None and missing:
-        reply = answer_missing(store, queue, settings, stored, reader.tvm_series, missing)
+        reply = answer_missing(
+            store, queue, settings, stored, reader.tvm_series, missing, who.can(SUBMIT)
+        )
         schedules.update(reply.schedules)
         withdrawn = reply.withdrawn
         answer["missing"] = [shash for shash in missing if shash not in reply.schedules]

@@ -25,7 +25,6 @@ from schedule_reads import ScheduleKey
 from schedules_db import Store
 from schedules_db.values import (
     CATALOG,
-    FINAL_STATES,
     JobState,
     NeighbourAnswer,
     NeighbourSource,
@@ -43,6 +42,7 @@ from tuning.sandbox.neighbour_refit import (
     Candidate,
     RefitFailed,
     RefitRequest,
+    Refitted,
     refit_in_jail,
 )
 from tuning.sandbox.neighbour_tasks import MAX_CANDIDATES, MAX_REQUESTS, TRIED
@@ -72,10 +72,13 @@ def answer_missing(
     target: Target,
     series: str,
     missing: list[str],
+    may_make: bool = True,
 ) -> NeighbourReply:
     """Neighbour answers for the ``missing`` hashes (no verified best on ``target`` in
-    ``series``) that the service knows; makes (at most `MAX_REQUESTS` per call) and queues
-    what is not stored yet. Hashes it cannot answer stay the caller's missing ones."""
+    ``series``) that the service knows; with ``may_make`` (a caller who may submit: making one
+    runs a jail child and queues a job) makes (at most `MAX_REQUESTS` per call) and queues what
+    is not stored yet, else only stored answers are given. Hashes it cannot answer stay the
+    caller's missing ones."""
     reply = NeighbourReply()
     workloads = store.neighbours.known_workloads(missing)
     by_workload: dict[int, list[NeighbourAnswer]] = {}
@@ -93,6 +96,8 @@ def answer_missing(
             reply.schedules[workload.shash] = answer_json(answer, workload.shash, target, series)
         else:
             to_make.append(workload)
+    if not may_make:
+        return reply
     for workload, answer in _make(store, target, to_make[:MAX_REQUESTS]):
         answer = _keep_verifying(store, queue, settings, target, workload, answer)
         reply.schedules[workload.shash] = answer_json(answer, workload.shash, target, series)
@@ -165,23 +170,30 @@ def _make(
         sources, by_signature = _sources(store, target, workload)
         if sources:
             wanted.append((workload, sources, by_signature))
-    if not wanted:
-        return []
-    requests = [
-        RefitRequest(
-            workload.mod_json,
-            [Candidate(s.mod_json, s.trace_json, _packs(s)) for s in sources],
-            by_signature,
-        )
-        for workload, sources, by_signature in wanted
-    ]
-    try:
-        refitted = refit_in_jail(json.loads(target.canonical_json), requests)
-    except (SandboxError, RefitFailed) as err:
-        log.warning("neighbour answers for %d workload(s) not made: %s", len(wanted), err)
-        return []
+    # Catalog and user workloads are refitted in separate children: a user module that took
+    # its child over can then forge only answers for user workloads, which the worker replays
+    # in a child again before building them (catalog answers it builds directly).
+    by_origin: dict[str, list[tuple[Workload, list[NeighbourSource], bool]]] = {}
+    for item in wanted:
+        by_origin.setdefault(item[0].origin, []).append(item)
+    fitted: list[tuple[tuple[Workload, list[NeighbourSource], bool], Refitted]] = []
+    for group in by_origin.values():
+        requests = [
+            RefitRequest(
+                workload.mod_json,
+                [Candidate(s.mod_json, s.trace_json, _packs(s)) for s in sources],
+                by_signature,
+            )
+            for workload, sources, by_signature in group
+        ]
+        try:
+            refitted = refit_in_jail(json.loads(target.canonical_json), requests)
+        except (SandboxError, RefitFailed) as err:
+            log.warning("neighbour answers for %d workload(s) not made: %s", len(group), err)
+            continue
+        fitted.extend(zip(group, refitted, strict=True))
     made = []
-    for (workload, sources, _), fit in zip(wanted, refitted, strict=True):
+    for (workload, sources, _), fit in fitted:
         if fit.candidate is None:
             continue
         source = sources[fit.candidate]
@@ -213,10 +225,10 @@ def _keep_verifying(
     workload: Workload,
     answer: NeighbourAnswer,
 ) -> NeighbourAnswer:
-    """The answer with a live job behind it: a new one queued (at the service's priority)
-    when it has none or its job ended without a verified best."""
-    job = store.jobs.get(answer.job_id) if answer.job_id is not None else None
-    if job is not None and (job.state not in FINAL_STATES or job.state == "succeeded"):
+    """The answer with its job: one queued (at the service's priority) when it has none yet.
+    One job per answer, never more: a job that ended without a verified best (failed, or
+    cancelled by an admin) is not queued again by the next lookup."""
+    if answer.job_id is not None:
         return answer
     op = get_operator(workload.operator) if workload.operator else None
     space = resolve_space("auto", op.constant_operands, target.kind) if op else answer.space
