@@ -73,7 +73,11 @@ def cmd_submit_model(args: argparse.Namespace) -> int:
         target = json.loads(target)
     inputs = _inputs(args.input_shape, args.input_dtype)
     with _client(args) as client:
-        model = submit_model(client, args.model, inputs, args.trials, target, args.name)
+        try:
+            model = submit_model(client, args.model, inputs, args.trials, target, args.name)
+        except (OSError, ValueError) as err:
+            print(f"tunehub: {err}", file=sys.stderr)
+            return 2
         print(f"model {model['id']}: {model['progress']['tasks']} tasks, {model['state']}")
         if not args.wait:
             return 0

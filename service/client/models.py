@@ -38,7 +38,13 @@ def submit_model(
     path = Path(path)
     fmt = model_format(path)
     data = path.read_bytes()
-    source = base64.b64encode(data).decode() if fmt == "onnx" else data.decode()
+    if fmt == "onnx":
+        source = base64.b64encode(data).decode()
+    else:
+        try:
+            source = data.decode()
+        except UnicodeDecodeError:
+            raise ValueError(f"{path}: a Relax module is UTF-8 TVMScript text") from None
     body = {
         "name": name or path.stem,
         "format": fmt,
@@ -47,7 +53,9 @@ def submit_model(
         "target": target,
         "trials": trials,
     }
-    return client._object(client.http.post("/models", json=body))
+    # The server parses the model in two isolated children before it answers (up to 180 s
+    # each): a shorter timeout would report a model that is being created as a failure.
+    return client._object(client.http.post("/models", json=body, timeout=600))
 
 
 def get_model(client: TunehubClient, model_id: int) -> dict[str, Any]:
