@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Query, Request, Response
-from fastapi.responses import FileResponse
 
 from service.api.deps import QueueDep, ServicesDep, SettingsDep, StoreDep
+from service.api.files import artifact_response
 from service.api.model_views import model_view
 from service.api.models import ModelOut
 from service.api.usecases.cancel_model import cancel_model as cancel
@@ -85,15 +85,5 @@ def get_model_artifact(
     if model is None or model.artifact_id is None:
         raise not_found("compiled model", model_id)
     artifact = present(services.store.schedules.get_artifact(model.artifact_id), "artifact")
-    headers = {"ETag": f'"{artifact.sha256}"', "X-Content-SHA256": artifact.sha256}
-    if request.headers.get("if-none-match") == headers["ETag"]:
-        return Response(status_code=304, headers=headers)
-    path = services.settings.artifacts / artifact.path
-    if not path.is_file():
-        raise not_found("artifact file", artifact.sha256)
-    return FileResponse(
-        path,
-        media_type="application/octet-stream",
-        headers=headers,
-        filename=f"tunehub-model{model_id}-{artifact.sha256[:12]}.so",
-    )
+    name = f"tunehub-model{model_id}-{artifact.sha256[:12]}.so"
+    return artifact_response(request, services.settings.artifacts, artifact, name)

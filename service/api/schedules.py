@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import FileResponse, Response
+from fastapi.responses import Response
 from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
 from schedules_db import lookups
 from service.api.deps import ServicesDep, StoreDep
+from service.api.files import artifact_response
 from service.api.models import ScheduleDetail, ScheduleOut
 from service.api.usecases.best_schedule import NOT_TUNED, best_schedule
 from service.api.usecases.target_names import target_id_of
@@ -118,15 +119,5 @@ async def get_artifact(
     artifact = await lookup(services.store, lookups.artifact, schedule_id)
     if artifact is None:
         raise not_found("schedule", schedule_id)
-    headers = {"ETag": f'"{artifact.sha256}"', "X-Content-SHA256": artifact.sha256}
-    if request.headers.get("if-none-match") == headers["ETag"]:
-        return Response(status_code=304, headers=headers)
-    path = services.settings.artifacts / artifact.path
-    if not path.is_file():
-        raise not_found("artifact file", artifact.sha256)
-    return FileResponse(
-        path,
-        media_type="application/octet-stream",
-        headers=headers,
-        filename=f"tunehub-schedule{schedule_id}-{artifact.sha256[:12]}.so",
-    )
+    name = f"tunehub-schedule{schedule_id}-{artifact.sha256[:12]}.so"
+    return artifact_response(request, services.settings.artifacts, artifact, name)

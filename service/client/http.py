@@ -208,10 +208,18 @@ class TunehubClient:
 
     def download_artifact(self, schedule_id: int, dest: str | Path) -> str:
         """Download a schedule's shared library to ``dest`` and check its sha256 (returned)."""
+        return self.download(
+            f"/schedules/{schedule_id}/artifact", dest, f"artifact of schedule {schedule_id}"
+        )
+
+    def download(self, path: str, dest: str | Path, what: str) -> str:
+        """Stream the file at ``path`` (under ``/api/v1``) to ``dest`` through a partial file,
+        check it against the ``X-Content-SHA256`` the server announced, and return that sha256;
+        `IntegrityError` (naming ``what``) when they differ, nothing left at ``dest``."""
         dest = Path(dest)
         digest = hashlib.sha256()
         partial = dest.with_name(dest.name + ".partial")
-        with self.http.stream("GET", f"/schedules/{schedule_id}/artifact") as response:
+        with self.http.stream("GET", path) as response:
             if response.status_code >= 400:
                 response.read()
                 self._json(response)
@@ -222,10 +230,7 @@ class TunehubClient:
                     handle.write(chunk)
         if digest.hexdigest() != announced:
             partial.unlink(missing_ok=True)
-            raise IntegrityError(
-                f"artifact of schedule {schedule_id}: sha256 {digest.hexdigest()} != "
-                f"announced {announced!r}"
-            )
+            raise IntegrityError(f"{what}: sha256 {digest.hexdigest()} != announced {announced!r}")
         partial.replace(dest)
         return announced
 

@@ -29,7 +29,6 @@ TVM is imported when a kernel is loaded, not when this module is.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import tempfile
 import threading
@@ -39,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from service.client.cache import sha256_of
 from service.client.http import TunehubClient
 
 THREADS_ENV = "TVM_NUM_THREADS"  # read by TVM when a thread's pool starts, and by child processes
@@ -457,14 +457,6 @@ def _schedule_json(schedule: Mapping[str, Any] | int, client: TunehubClient | No
         return own.schedule(schedule_id)
 
 
-def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def _load_library(
     schedule: Mapping[str, Any], library: str | Path | None, client: TunehubClient | None
 ) -> Any:
@@ -477,10 +469,10 @@ def _load_library(
         path = Path(library)
         if not path.is_file():
             raise ValueError(f"library: no file {path}")
-        if _file_sha256(path) != announced:
+        if sha256_of(path) != announced:
             raise ValueError(
                 f"library: {path} is not schedule {schedule.get('id', '?')}'s artifact "
-                f"(sha256 {_file_sha256(path)}, announced {announced})"
+                f"(sha256 {sha256_of(path)}, announced {announced})"
             )
         return tvm.runtime.load_module(str(path))
     with tempfile.TemporaryDirectory(prefix="tunehub-kernel-") as folder:

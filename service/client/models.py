@@ -4,13 +4,12 @@ compiled model (``/api/v1/models``)."""
 from __future__ import annotations
 
 import base64
-import hashlib
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from service.client.http import IntegrityError, TunehubClient
+from service.client.http import TunehubClient
 
 MODEL_FINAL_STATES = ("succeeded", "failed", "cancelled")
 
@@ -90,22 +89,4 @@ def wait_model(
 
 def download_model(client: TunehubClient, model_id: int, dest: str | Path) -> str:
     """Download a compiled model to ``dest`` and check its sha256 (returned)."""
-    dest = Path(dest)
-    digest = hashlib.sha256()
-    partial = dest.with_name(dest.name + ".partial")
-    with client.http.stream("GET", f"/models/{model_id}/artifact") as response:
-        if response.status_code >= 400:
-            response.read()
-            client._json(response)
-        announced: str = response.headers.get("x-content-sha256", "")
-        with open(partial, "wb") as handle:
-            for chunk in response.iter_bytes():
-                digest.update(chunk)
-                handle.write(chunk)
-    if digest.hexdigest() != announced:
-        partial.unlink(missing_ok=True)
-        raise IntegrityError(
-            f"model {model_id}: sha256 {digest.hexdigest()} != announced {announced!r}"
-        )
-    partial.replace(dest)
-    return announced
+    return client.download(f"/models/{model_id}/artifact", dest, f"model {model_id}")
