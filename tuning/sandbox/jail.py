@@ -81,6 +81,13 @@ def build_root(paths: list[str], tmp_bytes: int = 0, out: str | None = None) -> 
     new_root = pick_root(paths + ([out] if out else []))
     _mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing below propagates to the host
     _mount("tmpfs", new_root, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0755")
+    if tmp_bytes:
+        # Mounted before the paths are bound: a path under /tmp (a checkout there) is then
+        # bound read-only on top of this tmpfs instead of being hidden by it.
+        os.makedirs(new_root + "/tmp")
+        # Executable: a compiled library is loaded back from here (mmap with PROT_EXEC).
+        _mount("tmpfs", new_root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV,
+               f"size={tmp_bytes},mode=1777")  # fmt: skip
     for path in paths:
         if os.path.lexists(path):
             _bind_read_only(path, new_root)
@@ -89,11 +96,6 @@ def build_root(paths: list[str], tmp_bytes: int = 0, out: str | None = None) -> 
         node = new_root + "/dev/" + name
         open(node, "w").close()  # noqa: SIM115
         _mount("/dev/" + name, node, None, MS_BIND)
-    if tmp_bytes:
-        os.makedirs(new_root + "/tmp")
-        # Executable: a compiled library is loaded back from here (mmap with PROT_EXEC).
-        _mount("tmpfs", new_root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV,
-               f"size={tmp_bytes},mode=1777")  # fmt: skip
     if out:
         os.makedirs(new_root + "/out")
         _mount(out, new_root + "/out", None, MS_BIND)
