@@ -12,12 +12,11 @@ from pydantic import ValidationError
 from schedules_db import Store
 from schedules_db.tokens import ADMIN, SUBMIT_CODE
 from schedules_db.values import Job, JobState
+from service.api.usecases.admission import admitted_target
 from service.api.usecases.dispatch import dispatch_or_defer
-from service.api.usecases.target_names import resolve_job_target
-from service.auth import Identity, check_target, require
+from service.auth import Identity, require
 from service.errors import invalid, prefixed
 from service.queue import JobQueue, queue_name
-from service.quotas import check_active_jobs
 from service.schemas import JobCreate, OperatorSpec, TirSpec
 from service.settings import Settings
 from service.targets import record_target
@@ -41,16 +40,7 @@ def create_job(
     raw TIR: 429/503 when no isolated parser is free or available). ``submitted_by`` is ``who``.
     """
     _check_rights(body, who)
-    check_active_jobs(store.jobs.count_unfinished(who.name), settings.max_active_jobs)
-    if body.trials > settings.max_trials:
-        raise invalid(
-            ("body", "trials"),
-            f"trials must be at most {settings.max_trials}",
-            "less_than_equal",
-            body.trials,
-        )
-    target = resolve_job_target(body.target, store)
-    check_target(who, target.canonical, store)
+    target = admitted_target(store, settings, who, body.trials, body.target)
     if body.tir is not None:
         workload = _tir_workload(body.tir, who.limit_key)
     else:

@@ -21,9 +21,9 @@ from typing import Any
 
 from schedules_db import Store
 from schedules_db.values import JobState, ModelJob, NewModelTask
+from service.api.usecases.admission import admitted_target
 from service.api.usecases.dispatch import dispatch_or_defer, wake_compile_or_defer
-from service.api.usecases.target_names import resolve_job_target
-from service.auth import Identity, check_target
+from service.auth import Identity
 from service.errors import invalid
 from service.queue import JobQueue, queue_name
 from service.quotas import check_active_jobs
@@ -69,16 +69,7 @@ def create_model(
     that is not base64 (ONNX) or that the isolated parser refuses (422 at ``source`` or
     ``inputs``); no free or available parser (429/503); fewer ``trials`` than tasks (422);
     more tasks than ``who``'s cap leaves room for (429). Needs ``submit-code`` (the route's)."""
-    check_active_jobs(store.jobs.count_unfinished(who.name), settings.max_active_jobs)
-    if body.trials > settings.max_trials:
-        raise invalid(
-            ("body", "trials"),
-            f"trials must be at most {settings.max_trials}",
-            "less_than_equal",
-            body.trials,
-        )
-    target = resolve_job_target(body.target, store)
-    check_target(who, target.canonical, store)
+    target = admitted_target(store, settings, who, body.trials, body.target)
     source = _source_bytes(body)
     inputs = [ModelInput(i.name, tuple(i.shape), i.dtype) for i in body.inputs]
     parsed = parsed_model(body.format, source, inputs, target.canonical, who.limit_key)
