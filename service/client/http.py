@@ -24,6 +24,28 @@ RECORD_FILE = "database_tuning_record.json"
 FINAL_STATES = ("succeeded", "failed", "cancelled")
 
 
+def poll_until_final(
+    read: Callable[[], dict[str, Any]],
+    what: str,
+    on_progress: Callable[[dict[str, Any]], None] | None = None,
+    poll_s: float = 1.0,
+    timeout_s: float | None = None,
+) -> dict[str, Any]:
+    """Call ``read`` every ``poll_s`` until what it returns has a final ``state`` (succeeded,
+    failed, cancelled: jobs and models alike) and return that; ``on_progress`` sees every
+    read; `TimeoutError` naming ``what`` after ``timeout_s``."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while True:
+        current = read()
+        if on_progress:
+            on_progress(current)
+        if current["state"] in FINAL_STATES:
+            return current
+        if deadline is not None and time.monotonic() > deadline:
+            raise TimeoutError(f"{what} still {current['state']} after {timeout_s} s")
+        time.sleep(poll_s)
+
+
 class TunehubClient:
     """Talks to one tunehub server (``TUNEHUB_URL`` or http://127.0.0.1:8000 by default), with
     an API token (``token`` or ``TUNEHUB_TOKEN``; none: anonymous, fine where auth is off)."""
@@ -183,16 +205,9 @@ class TunehubClient:
         timeout_s: float | None = None,
     ) -> dict[str, Any]:
         """Poll a job until it is final; ``on_progress`` sees every poll. Returns the job."""
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        while True:
-            job = self.job(job_id)
-            if on_progress:
-                on_progress(job)
-            if job["state"] in FINAL_STATES:
-                return job
-            if deadline is not None and time.monotonic() > deadline:
-                raise TimeoutError(f"job {job_id} still {job['state']} after {timeout_s} s")
-            time.sleep(poll_s)
+        return poll_until_final(
+            lambda: self.job(job_id), f"job {job_id}", on_progress, poll_s, timeout_s
+        )
 
     # -- schedules ----------------------------------------------------------------------------
     def schedules(

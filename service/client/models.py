@@ -4,14 +4,11 @@ compiled model (``/api/v1/models``)."""
 from __future__ import annotations
 
 import base64
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from service.client.http import TunehubClient
-
-MODEL_FINAL_STATES = ("succeeded", "failed", "cancelled")
+from service.client.http import TunehubClient, poll_until_final
 
 
 def model_format(path: Path) -> str:
@@ -75,16 +72,9 @@ def wait_model(
     timeout_s: float | None = None,
 ) -> dict[str, Any]:
     """Poll a model until it is final; ``on_progress`` sees every poll. Returns the model."""
-    deadline = None if timeout_s is None else time.monotonic() + timeout_s
-    while True:
-        model = get_model(client, model_id)
-        if on_progress:
-            on_progress(model)
-        if model["state"] in MODEL_FINAL_STATES:
-            return model
-        if deadline is not None and time.monotonic() > deadline:
-            raise TimeoutError(f"model {model_id} still {model['state']} after {timeout_s} s")
-        time.sleep(poll_s)
+    return poll_until_final(
+        lambda: get_model(client, model_id), f"model {model_id}", on_progress, poll_s, timeout_s
+    )
 
 
 def download_model(client: TunehubClient, model_id: int, dest: str | Path) -> str:
