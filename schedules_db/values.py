@@ -399,6 +399,18 @@ class NewNeighbourAnswer:
 
 
 @dataclass(frozen=True)
+class NeighbourCandidate:
+    """A workload that may be a neighbour (it has a refittable verified best): its keys only."""
+
+    id: int
+    shash: str
+    origin: str
+    operator: str | None
+    params: dict[str, Any]
+    flop: float
+
+
+@dataclass(frozen=True)
 class NeighbourSource:
     """A workload with a verified best that has a record (its trace can be refitted): the
     workload (`WorkloadRow` columns ``id`` .. ``flop``, ``mod_json``) and its best's

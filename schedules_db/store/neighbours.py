@@ -9,8 +9,8 @@ Contract:
   ``offered`` → ``superseded`` (a verified best of the workload was published). Only
   ``offered`` answers are served; `withdraw` and `supersede` touch only offered rows.
 * Reads name the target and, when the store has a series, see only that series.
-* `sources` reads only verified bests whose record is a successful, verified one (the trace
-  to refit), as `schedules_db.reader` serves them.
+* `candidates` and `sources` read only verified bests whose record is a successful, verified
+  one (the trace to refit), as `schedules_db.reader` serves them.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from schedules_db.store.base import Aggregate, rowcount
 from schedules_db.values import (
     USER,
     NeighbourAnswer,
+    NeighbourCandidate,
     NeighbourSource,
     NeighbourState,
     NewNeighbourAnswer,
@@ -62,15 +63,37 @@ class Neighbours(Aggregate):
             found = {row.shash: value_of(Workload, row) for row in rows}
         return [found[h] for h in hashes if h in found]
 
-    def sources(
+    def candidates(
         self, target_id: int, operator: str | None, limit: int = MAX_SOURCES
-    ) -> list[NeighbourSource]:
+    ) -> list[NeighbourCandidate]:
         """Workloads with a verified best on the target that has a record to refit: catalog
-        workloads of ``operator``, or (``operator`` None) user workloads; newest first."""
-        origin = (
-            WorkloadRow.origin == USER if operator is None else WorkloadRow.operator == operator
+        workloads of ``operator``, or (``operator`` None) user workloads; newest first. Their
+        keys only (no module or trace text: `sources` reads those for the chosen few)."""
+        kind = WorkloadRow.origin == USER if operator is None else WorkloadRow.operator == operator
+        query = (
+            select(
+                WorkloadRow.id,
+                WorkloadRow.shash,
+                WorkloadRow.origin,
+                WorkloadRow.operator,
+                WorkloadRow.params,
+                WorkloadRow.flop,
+            )
+            .join(ScheduleRow, ScheduleRow.workload_id == WorkloadRow.id)
+            .join(TuningRecordRow, TuningRecordRow.id == ScheduleRow.record_id)
+            .where(kind, *self._refittable(target_id))
+            .order_by(WorkloadRow.id.desc())
+            .limit(limit)
         )
-        series = () if self.series is None else (ScheduleRow.tvm_series == self.series,)
+        with self._session() as s:
+            return [NeighbourCandidate(*row) for row in s.execute(query).all()]
+
+    def sources(self, target_id: int, workload_ids: Sequence[int]) -> list[NeighbourSource]:
+        """The workloads ``workload_ids`` (candidates, in that order) with their module and
+        their best's trace on the target; one that no longer has a refittable best is left
+        out."""
+        if not workload_ids:
+            return []
         query = (
             select(
                 WorkloadRow.id,
@@ -88,18 +111,22 @@ class Neighbours(Aggregate):
             )
             .join(ScheduleRow, ScheduleRow.workload_id == WorkloadRow.id)
             .join(TuningRecordRow, TuningRecordRow.id == ScheduleRow.record_id)
-            .where(
-                origin,
-                ScheduleRow.target_id == target_id,
-                *series,
-                TuningRecordRow.mean_run_us.is_not(None),
-                TuningRecordRow.unverified.is_(False),
-            )
-            .order_by(WorkloadRow.id.desc())
-            .limit(limit)
+            .where(WorkloadRow.id.in_(list(workload_ids)), *self._refittable(target_id))
         )
         with self._session() as s:
-            return [NeighbourSource(*row) for row in s.execute(query).all()]
+            found = {row[0]: NeighbourSource(*row) for row in s.execute(query).all()}
+        return [found[i] for i in workload_ids if i in found]
+
+    def _refittable(self, target_id: int) -> tuple[ColumnElement[bool], ...]:
+        """A best on the target (in the store's series) whose record is successful and
+        verified: a trace to refit."""
+        series = () if self.series is None else (ScheduleRow.tvm_series == self.series,)
+        return (
+            ScheduleRow.target_id == target_id,
+            *series,
+            TuningRecordRow.mean_run_us.is_not(None),
+            TuningRecordRow.unverified.is_(False),
+        )
 
     def offer(self, new: NewNeighbourAnswer) -> NeighbourAnswer:
         """Store ``new`` as offered; the stored answer when the same one exists (any state)."""

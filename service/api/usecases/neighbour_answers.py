@@ -135,23 +135,25 @@ def _sources(
     store: Store, target: Target, workload: Workload
 ) -> tuple[list[NeighbourSource], bool]:
     """The workload's candidate neighbours, nearest first (catalog), or of its task kind for
-    the jail to order by buffer signature (user workloads; second item True)."""
+    the jail to order by buffer signature (user workloads; second item True). Chosen on their
+    keys; only the chosen few's modules and traces are read."""
     if workload.origin == CATALOG and workload.operator:
         scored = []
-        for source in store.neighbours.sources(target.id, workload.operator):
-            distance = params_distance(workload.params, source.params)
-            if source.id != workload.id and distance is not None:
-                scored.append((distance, source.id, source))
-        return [source for *_, source in sorted(scored, key=lambda s: s[:2])[:TRIED]], False
+        for candidate in store.neighbours.candidates(target.id, workload.operator):
+            distance = params_distance(workload.params, candidate.params)
+            if candidate.id != workload.id and distance is not None:
+                scored.append((distance, candidate.id))
+        chosen = [i for _, i in sorted(scored)[:TRIED]]
+        return store.neighbours.sources(target.id, chosen), False
     kind = task_kind(workload.params)
     if kind is None:
         return [], True
     same_kind = [
-        source
-        for source in store.neighbours.sources(target.id, None)
-        if source.id != workload.id and task_kind(source.params) == kind
+        candidate.id
+        for candidate in store.neighbours.candidates(target.id, None)
+        if candidate.id != workload.id and task_kind(candidate.params) == kind
     ]
-    return same_kind[:MAX_CANDIDATES], True
+    return store.neighbours.sources(target.id, same_kind[:MAX_CANDIDATES]), True
 
 
 def _packs(source: NeighbourSource) -> list[int]:
