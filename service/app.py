@@ -19,6 +19,7 @@ from service.api import (
     me,
     model_jobs,
     schedules,
+    task_uploads,
     workers,
     workloads,
 )
@@ -86,6 +87,7 @@ def create_app(settings: Settings | None = None, run_reaper: bool = True) -> Fas
         workers.router,
         me.router,
         lookup.router,
+        task_uploads.router,
         model_jobs.router,
     ):
         document_responses(router)

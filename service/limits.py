@@ -120,4 +120,6 @@ def route_caps(settings: Settings) -> dict[tuple[str, str], int]:
         ("POST", "/api/v1/jobs"): settings.max_job_body_bytes,
         ("POST", "/api/v1/import"): settings.max_import_body_bytes,
         ("POST", "/api/v1/models"): settings.max_model_body_bytes,
+        # A build's missing tasks: up to 64 module JSON texts (a ResNet's: 35-82 KB each).
+        ("POST", "/api/v1/tasks"): settings.max_import_body_bytes,
     }

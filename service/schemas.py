@@ -25,6 +25,7 @@ from schedules_db.values import (
     Target,
     WorkloadInfo,
 )
+from tuning.sandbox.user_tasks import MAX_TASK_JSON_BYTES, MAX_UPLOADED_TASKS
 from tuning.sandbox.user_tir import MAX_SOURCE_BYTES
 
 # Path and query ids: the store's id columns are INTEGER, 32-bit on PostgreSQL (which refuses
@@ -135,6 +136,29 @@ class LookupBody(BaseModel):
         description="answer a known workload without a verified best with its nearest tuned "
         "neighbour's schedule, refitted and marked unverified (a job then verifies and tunes it)",
     )
+
+
+class TaskSourceSpec(BaseModel):
+    """One task a build misses: the fused function's name and its module as TVM JSON."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(min_length=1, max_length=256, pattern=r"^[\x20-\x7e]+$")
+    module: str = Field(
+        min_length=1,
+        max_length=MAX_TASK_JSON_BYTES,
+        description="the one-function module MetaSchedule queries (``main``), as "
+        "``tvm.ir.save_json`` writes it; parsed only in an isolated child",
+    )
+
+
+class TaskUploadBody(BaseModel):
+    """Body of ``POST /api/v1/tasks``: the tasks a build found no schedule for, to tune."""
+
+    model_config = ConfigDict(extra="forbid")
+    target: str | dict[str, Any] = Field(
+        default="host", description='"host", a TVM target as a JSON object, or a stored key/label'
+    )
+    tasks: list[TaskSourceSpec] = Field(min_length=1, max_length=MAX_UPLOADED_TASKS)
 
 
 class ImportBody(BaseModel):

@@ -16,7 +16,8 @@ from service.quotas import too_many
 from service.refusals import Refusal, refusal_schema
 from tuning.models.inputs import ModelInput
 from tuning.sandbox import SandboxBusy, SandboxUnavailable, holding_slot
-from tuning.sandbox.user_model import ModelRejected, ParsedModel, parse_model
+from tuning.sandbox.user_model import ModelRejected, ParsedModel, ParsedTask, parse_model
+from tuning.sandbox.user_tasks import TaskSource, parse_tasks
 from tuning.sandbox.user_tir import ParsedTir, TirRejected, parse_untrusted
 
 # What a route that parses user code may answer besides its own statuses (429 is auth's).
@@ -74,3 +75,13 @@ def parsed_model(
             return parse_model(fmt, source, inputs, target)
         except ModelRejected as err:
             raise invalid(("body", err.field), str(err), "invalid_model") from None
+
+
+def parsed_tasks(sources: Sequence[TaskSource], who: str) -> list[ParsedTask]:
+    """The workloads of the tasks a build sent (``who``), parsed and re-derived in isolation;
+    a 422 at ``tasks`` (the reason names the task) when one is refused."""
+    with isolated_parser(who):
+        try:
+            return parse_tasks(sources)
+        except ModelRejected as err:
+            raise invalid(("body", "tasks"), str(err), "invalid_task") from None

@@ -358,6 +358,28 @@ class LookupOut(BaseModel):
     )
 
 
+class UploadedTaskOut(BaseModel):
+    """What became of one task a build sent: its workload hash (as the service parsed it:
+    the build's own hash, or the build and the service disagree) and what now answers it."""
+
+    name: str
+    workload: str
+    state: Literal["tuned", "neighbour", "tuning", "queued"] = Field(
+        description="tuned: a verified best exists; neighbour: an unverified neighbour answer "
+        "now exists (its job verifies it, then tunes); tuning: a job for it was already "
+        "queued or running; queued: a tuning job of the caller's was queued now (no neighbour "
+        "to answer with, or its answer was withdrawn)"
+    )
+    job_id: int | None
+
+
+class TaskUploadOut(BaseModel):
+    """``POST /tasks``: the target the tasks were stored for, and each task's state."""
+
+    target: LookupTargetOut
+    tasks: list[UploadedTaskOut]
+
+
 class ModelInputOut(BaseModel):
     """An input of a model: its graph name, shape and dtype."""
 

@@ -320,6 +320,15 @@ class TunehubClient:
             body["allow_neighbour"] = True
         return self._object(self.http.post("/lookup", json=body))
 
+    def upload_tasks(
+        self, target: str | dict[str, Any], tasks: list[tuple[str, str]]
+    ) -> dict[str, Any]:
+        """Send tasks a build misses, ``(name, module as TVM JSON)`` each, to be tuned (needs
+        ``submit-code``): ``{"target": {"key", "label"}, "tasks": [{"name", "workload",
+        "state", "job_id"}]}``, ``state`` one of tuned, neighbour, tuning, queued."""
+        body = {"target": target, "tasks": [{"name": n, "module": m} for n, m in tasks]}
+        return self._object(self.http.post("/tasks", json=body, timeout=600))
+
     def top_records(self, workload: str, target_key: str, k: int = 5) -> list[dict[str, Any]]:
         """The ``k`` fastest verified records of one workload on one target (by key)."""
         params: dict[str, str | int] = {"workload": workload, "target": target_key, "k": k}

@@ -26,12 +26,16 @@ def build(
     server: str | None = None,
     client: TunehubClient | None = None,
     params: dict[str, Any] | None = None,
+    allow_neighbour: bool = False,
+    tune_missing: bool = False,
 ) -> Any:
     """The Relax executable of ``mod`` (its ``main``; ``params`` bound as constants first)
     for ``target`` (a `tvm.target.Target` or its JSON), with the schedules tunehub tuned for
     that target. Talks to ``client``, or to ``server`` (default ``$TUNEHUB_URL``; token from
     ``$TUNEHUB_TOKEN``): two requests whatever the model's size (the target's key, then one
-    lookup of every task)."""
+    lookup of every task). ``allow_neighbour`` and ``tune_missing``: as `TunehubDatabase`'s
+    (with ``tune_missing``, two more requests when tasks are missing: they are sent, then
+    looked up again)."""
     target = target if isinstance(target, tvm.target.Target) else tvm.target.Target(target)
     if params:
         mod = tvm.relax.transform.BindParams("main", params)(mod)
@@ -39,7 +43,9 @@ def build(
     own = client is None
     client = client or TunehubClient(server)
     try:
-        database = TunehubDatabase(client, target)
+        database = TunehubDatabase(
+            client, target, allow_neighbour=allow_neighbour, tune_missing=tune_missing
+        )
         database.prefetch(fused)
         return compile_with(fused, target, database)
     finally:

@@ -34,6 +34,8 @@ from service.client.lookup_cache import CachedLookups, LookupCache
 from service.client.reader import RestScheduleReader
 from tuning.models.pipeline import tuning_pipeline
 
+MAX_TASKS_PER_UPLOAD = 64  # the service's cap on one POST /tasks
+
 
 @derived_object
 class TunehubDatabase(PyDatabase):
@@ -48,6 +50,7 @@ class TunehubDatabase(PyDatabase):
         commit: bool = False,
         cache: bool = True,
         allow_neighbour: bool = False,
+        tune_missing: bool = False,
     ) -> None:
         """``commit``: keep the records MetaSchedule commits (a build that tunes) and send them
         with `push`. ``cache``: save every answer on disk (`LookupCache`) and, when the server
@@ -63,6 +66,8 @@ class TunehubDatabase(PyDatabase):
         self.target = tvm.target.Target(spec) if isinstance(spec, dict) else None
         self.target_spec = spec
         self.commit = commit
+        self.tune_missing = tune_missing
+        self.sent: dict[str, dict[str, Any]] = {}  # hash -> the service's state of a sent task
         self.cache = LookupCache(client.base_url, spec) if cache else None
         self.offline_since: str | None = None  # when the answers in use were fetched, offline
         self._answers: dict[str, TunedSchedule | None] = {}  # hash -> best (None: untuned)
@@ -104,13 +109,39 @@ class TunehubDatabase(PyDatabase):
                     "or its JSON), not a key or label: the pipeline runs under it"
                 )
             mod = tuning_pipeline(mod, self.target)
-        hashes = [
-            _shash(_as_workload_module(func))
-            for _, func in mod.functions.items()
+        tasks = {
+            _shash(module): (str(gvar.name_hint), module)
+            for gvar, func in mod.functions.items()
             if isinstance(func, tvm.tirx.PrimFunc)
-        ]
-        self._fetch(hashes)
-        return sum(1 for h in set(hashes) if _applies(self._answers.get(h)))
+            for module in [_as_workload_module(func)]
+        }
+        self._fetch(list(tasks))
+        if self.tune_missing and self.offline_since is None:
+            self._send_missing(tasks)
+        return sum(1 for h in tasks if _applies(self._answers.get(h)))
+
+    def _send_missing(self, tasks: dict[str, tuple[str, Any]]) -> None:
+        """Send the tasks without an answer (not sent before) to be tuned, then look them up
+        again: a neighbour answer may now exist for them. ``sent`` keeps the service's state
+        of each; a task the service hashes differently than this build is warned about (its
+        lookups would miss for ever)."""
+        missing = [h for h in tasks if self._answers.get(h) is None and h not in self.sent]
+        for start in range(0, len(missing), MAX_TASKS_PER_UPLOAD):
+            batch = missing[start : start + MAX_TASKS_PER_UPLOAD]
+            sent = [(tasks[h][0], tvm.ir.save_json(tasks[h][1])) for h in batch]
+            answer = self.client.upload_tasks(self.target_spec, sent)
+            for shash, state in zip(batch, answer["tasks"], strict=True):
+                self.sent[shash] = state
+                if state["workload"] != shash:
+                    warnings.warn(
+                        f"task {state['name']}: the service hashes it as {state['workload']}, "
+                        f"this build as {shash}: its schedules cannot be found by this build",
+                        stacklevel=3,
+                    )
+        if missing:
+            for shash in missing:
+                del self._answers[shash]
+            self._fetch(missing)
 
     def _fetch(self, hashes: list[str]) -> None:
         wanted = [h for h in dict.fromkeys(hashes) if h not in self._answers]

@@ -428,6 +428,28 @@ def _tour(api: Recorder) -> None:
                                "allow_neighbour": True})  # fmt: skip
     call("POST", lookup, body={"target": SKYLAKE, "workloads": [shash], "allow_neighbour": "maybe"})
 
+    # A build's missing tasks, sent to be tuned (issue 16, tune_missing).
+    tasks = API + "/tasks"
+    sent = {"target": SKYLAKE, "tasks": [{"name": "fused_matmul_relu1", "module": _task_json()}]}
+    call("POST", tasks, "alice", body=sent, why="a task module is code: submit-code")
+    call("POST", tasks, body={**sent, "tasks": [{"name": "x", "module": "{not json"}]})
+    call("POST", tasks, body={**sent, "tasks": []})
+    call("POST", tasks, body=sent, why="no tuned neighbour of its kind: a tuning job")
+    call("POST", tasks, body=sent, why="sent again: the job under way, not a second one")
+
+
+def _task_json() -> str:
+    """TINY_RELAX's one task as a build sends it: the function MetaSchedule queries, TVM JSON."""
+    import tvm
+    from tvm.script.parser.core.entry import parse
+
+    from tuning.models.pipeline import tuning_pipeline
+
+    target = tvm.target.Target(SKYLAKE)
+    fused = tuning_pipeline(parse(TINY_RELAX.replace("from tvm.script import", "#")), target)
+    func = fused["fused_matmul_relu1"]
+    return str(tvm.ir.save_json(tvm.IRModule({"main": func.with_attr("global_symbol", "main")})))
+
 
 def _as(api: Recorder, who: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {api.tokens[who]}"}

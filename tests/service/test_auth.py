@@ -131,6 +131,7 @@ SAMPLES = {
     ("GET", "/api/v1/top-records"): Sample(200, query={"workload": "1", "target": "0" * 32}),
     ("GET", "/api/v1/models"): Sample(200),
     ("POST", "/api/v1/models"): Sample(422, body={}),
+    ("POST", "/api/v1/tasks"): Sample(422, body={}),
     ("GET", "/api/v1/models/{model_id}"): Sample(404, path={"model_id": "none"}),
     ("POST", "/api/v1/models/{model_id}/cancel"): Sample(404, path={"model_id": "none"}),
     ("GET", "/api/v1/models/{model_id}/artifact"): Sample(404, path={"model_id": "none"}),

@@ -258,7 +258,12 @@ def test_the_store_offers_withdraws_and_supersedes_once(store: Store) -> None:
     schedule_id, job_id = publish(store, "matmul", 8)
     job = store.jobs.get(job_id)
     assert job is not None
-    (source,) = store.neighbours.sources(job.target_id, "matmul")
+    (candidate,) = store.neighbours.candidates(job.target_id, "matmul")
+    assert (
+        candidate.params == {"M": 8, "N": 8, "K": 8}
+        and store.neighbours.candidates(job.target_id, None) == []
+    )  # no user workload is tuned
+    (source,) = store.neighbours.sources(job.target_id, [candidate.id, 10**6])
     assert source.schedule_id == schedule_id and source.params == {"M": 8, "N": 8, "K": 8}
     store = Store(store.engine, "0.27")  # answers are kept per TVM series
     new = NewNeighbourAnswer(
@@ -281,3 +286,95 @@ def test_the_store_offers_withdraws_and_supersedes_once(store: Store) -> None:
     assert store.neighbours.offer(new).state == "withdrawn"  # never offered again
     assert store.neighbours.supersede(new.workload_id, new.target_id) == 0
     assert store.neighbours.offered(new.workload_id, new.target_id) == []
+
+
+RELAX_C = TINY_RELAX.replace("(4, 16)", "(48, 128)").replace("(16, 8)", "(128, 64)")
+TASKS = "/api/v1/tasks"
+
+
+def test_a_build_sends_its_missing_tasks_and_gets_neighbour_answers_at_once(
+    service: Service,
+) -> None:
+    """``tune_missing``: a build whose tasks the service has never seen sends them; they are
+    stored under the build's own hashes, the matmul task is answered at once by the tuned
+    RELAX_A's (a neighbour, its verifying job at the service's priority), the others get a
+    tuning job; after the worker the build gets the verified bests."""
+    import warnings
+
+    from tvm.script.parser.core.entry import parse
+
+    _model(service, RELAX_A, [64, 128], [128, 128])  # tuned (cache hits when it ran before)
+    service.run_worker()
+    target = tvm.target.Target(resolve_target("host").canonical)
+    module = parse(RELAX_C.replace("from tvm.script import", "#"))
+    before = len(service.store.catalog.list_workloads(limit=100_000))
+    with TunehubClient(service.url) as client, warnings.catch_warnings():
+        warnings.simplefilter("error")  # a hash the service disagrees on would warn
+        database = TunehubDatabase(
+            client, target, cache=False, allow_neighbour=True, tune_missing=True
+        )
+        answered = database.prefetch(module)
+        states = {s["name"]: s for s in database.sent.values()}
+        assert set(database.sent) == {s["workload"] for s in database.sent.values()}
+    matmul = next(s for name, s in states.items() if name.startswith("fused_matmul"))
+    assert matmul["state"] == "neighbour" and answered >= 1
+    job = service.store.jobs.get(matmul["job_id"])
+    assert job is not None and job.priority == NEIGHBOUR_PRIORITY and job.state == "queued"
+    assert all(s["state"] in ("queued", "neighbour") for s in states.values())
+    assert len(service.store.catalog.list_workloads(limit=100_000)) == before + len(states)
+    given = service.lookup([matmul["workload"]], allow_neighbour=True)["schedules"]
+    assert given[matmul["workload"]]["provenance"] == "neighbour"
+
+    # Sent again (another build): no second job for a task with one under way.
+    with TunehubClient(service.url) as client:
+        again = client.upload_tasks("host", [(n, _task_json(module, target, n)) for n in states])
+    assert {t["state"] for t in again["tasks"]} <= {"neighbour", "tuning"}
+    assert {t["job_id"] for t in again["tasks"]} == {s["job_id"] for s in states.values()}
+
+    assert set(service.run_worker()) == {"succeeded"}
+    after = service.lookup([matmul["workload"]], allow_neighbour=True)["schedules"]
+    assert after[matmul["workload"]]["provenance"] == "tuned"
+
+
+def _task_json(module: Any, target: Any, name: str) -> str:
+    """The task ``name`` of ``module`` as a build sends it (the module MetaSchedule queries)."""
+    from tuning.models.pipeline import tuning_pipeline
+
+    fused = tuning_pipeline(module, target)
+    func = fused[name]
+    return str(tvm.ir.save_json(tvm.IRModule({"main": func.with_attr("global_symbol", "main")})))
+
+
+CALLS_SYSTEM = """
+@T.prim_func(s_tir=True)
+def main(A: T.Buffer((4,), "float32"), B: T.Buffer((4,), "float32")):
+    for i in range(4):
+        with T.sblock("b"):
+            v = T.axis.remap("S", [i])
+            B[v] = A[v] + T.call_extern("float32", "system", A[v])
+"""
+
+
+@pytest.mark.parametrize(
+    "module, says",
+    [
+        ('{"root": 1, "nodes": [{"type_key": "tirx.PrimFunc"', "task 0"),
+        ("calls_system", "call_extern"),
+    ],
+)
+def test_a_hostile_task_is_refused_and_nothing_is_written(
+    service: Service, module: str, says: str
+) -> None:
+    if module == "calls_system":
+        from tvm.script.parser.core.entry import parse
+
+        module = str(tvm.ir.save_json(tvm.IRModule({"main": parse(CALLS_SYSTEM)})))
+    before = len(service.store.catalog.list_workloads(limit=100_000))
+    jobs = len(service.store.jobs.list_jobs(limit=1000))
+    body = {"target": "host", "tasks": [{"name": "fused_x", "module": module}]}
+    response = service.client.post(TASKS, json=body)
+    assert response.status_code == 422, response.text
+    (error,) = response.json()["detail"]
+    assert error["loc"] == ["body", "tasks"] and says in error["msg"]
+    assert len(service.store.catalog.list_workloads(limit=100_000)) == before
+    assert len(service.store.jobs.list_jobs(limit=1000)) == jobs

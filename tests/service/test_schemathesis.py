@@ -6,7 +6,7 @@ status (`response_schema_conformance`: the response models of `service.api.model
 fuzzing never names an id that exists, so one published schedule and two jobs are then read by
 id and checked the same way: the hot reads answer JSON that FastAPI does not validate). The
 example count is bounded so the run takes well under 2 minutes: POST /jobs with raw TIR and
-POST /import parse in an isolated child each (1-3 s), so those two operations get fewer
+POST /import and POST /tasks parse in an isolated child each (1-3 s), so those get fewer
 examples. Counts are printed at the end (``pytest -s``).
 """
 
@@ -32,7 +32,11 @@ from tests.schedules_db.published import publish
 from tuning.hardware.host import current_tvm_series
 
 CHECKS = ["not_a_server_error", "status_code_conformance", "response_schema_conformance"]
-PARSING = [("POST", "/api/v1/jobs"), ("POST", "/api/v1/import")]  # a child process per parse
+PARSING = [  # a child process per parse
+    ("POST", "/api/v1/jobs"),
+    ("POST", "/api/v1/import"),
+    ("POST", "/api/v1/tasks"),
+]
 EXAMPLES, PARSING_EXAMPLES = 60, 20
 
 

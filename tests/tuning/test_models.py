@@ -31,7 +31,12 @@ from tuning.models.frontends import relax_module
 from tuning.models.inputs import ModelInput
 from tuning.models.pipeline import ModelTask, extract, tuning_pipeline
 from tuning.sandbox import Limits, run_isolated
-from tuning.sandbox.user_model import ModelRejected, compile_model, parse_model
+from tuning.sandbox.user_model import (
+    ModelRejected,
+    check_relax_syntax,
+    compile_model,
+    parse_model,
+)
 
 TINY = [ModelInput("x", (1, 3, 16, 16), "float32")]
 RELAX_INPUTS = [ModelInput("x", (4, 16), "float32"), ModelInput("w", (16, 8), "float32")]
@@ -133,6 +138,49 @@ def test_hostile_onnx_files_are_refused_with_a_reason(target: dict[str, Any]) ->
     unknown.graph.node[1].op_type = "NoSuchOperator"
     refused = _onnx_refusal(unknown.SerializeToString(), target)
     assert "TVM cannot import this ONNX model" in str(refused) or "NoSuchOperator" in str(refused)
+
+
+def _relax_with_weights() -> str:
+    """A Relax module with a bound weight, printed as TVM prints it: the weight in a
+    ``metadata = tvm.ir.load_json(...)`` statement before the class."""
+    import numpy as np
+    from tvm import relax
+    from tvm.script import relax as R
+
+    builder = relax.BlockBuilder()
+    x = relax.Var("x", R.Tensor((4, 16), "float32"))
+    with builder.function("main", [x]):
+        weight = relax.const(np.random.default_rng(0).standard_normal((16, 8)).astype("float32"))
+        y = builder.emit(relax.op.nn.relu(relax.op.matmul(x, weight)))
+        builder.emit_func_output(y)
+    text: str = builder.get().script(show_meta=True)
+    assert text.startswith("metadata = tvm.ir.load_json(")
+    return text
+
+
+def test_a_relax_model_with_its_weights_in_metadata_is_parsed(target: dict[str, Any]) -> None:
+    parsed = parse_model("relax", _relax_with_weights(), RELAX_INPUTS[:1], target)
+    layout_free = {task.name: task.layout_free for task in parsed.tasks}
+    assert layout_free == {"matmul1": (1,), "relu1": ()}  # the bound weight is layout-free
+    assert [(o.shape, o.dtype) for o in parsed.outputs] == [((4, 8), "float32")]
+
+
+@pytest.mark.parametrize(
+    ("statement", "reason"),
+    [
+        ('metadata = tvm.ir.load_json(open("/etc/passwd").read())', "only an @I.ir_module"),
+        ('metadata = tvm.get_global_func("system")', "only an @I.ir_module"),
+        ('metadata = tvm.ir.load_json("{}", 1)', "only an @I.ir_module"),
+        ('other = tvm.ir.load_json("{}")', "only an @I.ir_module"),
+        ('metadata = tvm.ir.load_json("{}")\nmetadata = tvm.ir.load_json("{}")', "at most"),
+    ],
+)
+def test_only_the_metadata_statement_tvm_prints_is_let_through(statement: str, reason: str) -> None:
+    text = _relax_with_weights()
+    first, _, rest = text.partition('""")\n')
+    with pytest.raises(ModelRejected, match=reason):
+        check_relax_syntax(statement + "\n" + rest)
+    assert first  # the statement TVM printed is replaced, the class kept
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,6 @@
 """The isolated child's tasks on a user's model: import it and extract its tuning tasks,
-re-derive tasks from their JSON, and compile it with tuned schedules (writing ``/out``).
+re-derive tasks from their JSON (the model's, or those a build sends), and compile it with
+tuned schedules (writing ``/out``).
 
 They run the ONNX importer, the TVMScript parser and TVM's compiler on user input, so they
 run only inside the jail (`tuning.sandbox.user_model` is the parent's side). A refusal's
@@ -120,6 +121,27 @@ def derive_many(mod_jsons: list[str]) -> dict[str, Any]:
     return {"tasks": tasks}
 
 
+def uploaded_tasks(tasks: list[Any]) -> dict[str, Any]:
+    """A build's tasks as it sent them (``{"name", "module"}``: each the one-function module
+    MetaSchedule queries, as TVM JSON) → each checked workload with its name and the operands
+    its module marks layout-free; the second child runs it again on the first's answers."""
+    import tvm
+
+    from tuning.ir import layout_free_operands
+
+    if not isinstance(tasks, list) or len(tasks) > MAX_TASKS:
+        raise Refused(f"expected a list of at most {MAX_TASKS} tasks")
+    answers = []
+    for index, task in enumerate(tasks):
+        try:
+            mod = checked_module(tvm.ir.load_json(task["module"]))
+        except Exception as err:  # noqa: BLE001 - name the task that fails
+            raise Refused(f"task {index}: {type(err).__name__}: {err}"[:1000]) from None
+        answers.append({"name": task["name"], "weight": 1, **describe(mod),
+                        "layout_free": list(layout_free_operands(mod))})  # fmt: skip
+    return {"tasks": answers}
+
+
 def _records(raw: Any, tasks: list[Any]) -> tuple[list[Any], int]:
     """The records that match a task and replay on it, and how many matched but did not."""
     from tvm.s_tir.schedule import Schedule, Trace
@@ -192,5 +214,6 @@ def model_compile(
 MODEL_TASKS: dict[str, Callable[..., dict[str, Any]]] = {
     "model_tasks": model_tasks,
     "derive_many": derive_many,
+    "uploaded_tasks": uploaded_tasks,
     "model_compile": model_compile,
 }

@@ -34,6 +34,7 @@ MAX_WEIGHT = 1 << 20
 OUTPUT_FILE = "model.so"
 RELAX_IMPORTS = ALLOWED_IMPORTS | {"tvm.script.relax"}
 FREE_NAMES = TIR_NAMES | {"R"}  # names TVMScript text may read without binding them
+METADATA = "metadata"  # the name TVM prints a module's constants (weights) under
 
 
 class ModelRejected(ValueError):
@@ -111,8 +112,11 @@ def check_relax_syntax(text: str) -> str:
     """Reject TVMScript whose Python goes beyond one ``@I.ir_module`` class (the filter of
     `user_tir.check_syntax`, with Relax's ``R``): imports of TVMScript's own modules only, no
     dunder names, no lambdas or globals, and every name read is TVMScript's or bound in the
-    source (no ``eval``, ``open``, ``getattr``). Returns the text with its import lines blanked
-    (the parser defines ``I``, ``T`` and ``R`` itself). A cheap filter, not the defence."""
+    source (no ``eval``, ``open``, ``getattr``). One statement more is allowed, as TVM prints
+    a module with weights (``mod.script(show_meta=True)``): ``metadata =
+    tvm.ir.load_json("...")`` with a string literal, after which the class may read
+    ``metadata``. Returns the text with its import lines blanked (the parser defines ``I``,
+    ``T`` and ``R`` itself). A cheap filter, not the defence."""
     try:
         tree = ast.parse(text)
     except SyntaxError as err:
@@ -121,7 +125,12 @@ def check_relax_syntax(text: str) -> str:
         raise ModelRejected("the source nests too deeply to parse") from None
     lines = text.splitlines()
     classes = 0
+    metadata = [node for node in tree.body if _is_metadata(node)]
+    if len(metadata) > 1:
+        raise ModelRejected("one metadata = tvm.ir.load_json(...) statement at most")
     for node in tree.body:
+        if node in metadata:
+            continue
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             names = (
                 [node.module] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
@@ -144,8 +153,13 @@ def check_relax_syntax(text: str) -> str:
     }
     if bound & BUILTIN_NAMES:
         raise ModelRejected(f"name {sorted(bound & BUILTIN_NAMES)[0]!r} is a Python builtin")
-    readable = bound | FREE_NAMES  # a Name is read (Load) unless bound by the source (Store)
+    # A Name is read (Load) unless bound by the source (Store); the metadata statement's own
+    # names (``tvm``) are checked by its shape, not here.
+    readable = bound | FREE_NAMES | ({METADATA} if metadata else set())
+    skipped = {id(n) for statement in metadata for n in ast.walk(statement)}
     for found in ast.walk(tree):
+        if id(found) in skipped:
+            continue
         line = getattr(found, "lineno", "?")
         if isinstance(found, (ast.Import, ast.ImportFrom)) and found not in tree.body:
             raise ModelRejected(f"import inside the module (line {line})")
@@ -157,6 +171,28 @@ def check_relax_syntax(text: str) -> str:
         if isinstance(found, ast.Name) and found.id not in readable:
             raise ModelRejected(f"name {found.id!r} is not allowed (line {line})")
     return "\n".join(lines) + "\n"
+
+
+def _is_metadata(node: ast.stmt) -> bool:
+    """``metadata = tvm.ir.load_json(<a string literal>)``, exactly (how TVM prints weights)."""
+    if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
+        return False
+    target, call = node.targets[0], node.value
+    if not (isinstance(target, ast.Name) and target.id == METADATA):
+        return False
+    if not (isinstance(call, ast.Call) and len(call.args) == 1 and not call.keywords):
+        return False
+    func, arg = call.func, call.args[0]
+    return (
+        isinstance(arg, ast.Constant)
+        and isinstance(arg.value, str)
+        and isinstance(func, ast.Attribute)
+        and func.attr == "load_json"
+        and isinstance(func.value, ast.Attribute)
+        and func.value.attr == "ir"
+        and isinstance(func.value.value, ast.Name)
+        and func.value.value.id == "tvm"
+    )
 
 
 def _checked_inputs(inputs: Sequence[ModelInput]) -> list[dict[str, Any]]:
@@ -178,7 +214,7 @@ def _answered(answer: dict[str, Any]) -> dict[str, Any]:
     return answer
 
 
-def _ask(task: str, limits: Limits, **payload: Any) -> dict[str, Any]:
+def ask_child(task: str, limits: Limits, **payload: Any) -> dict[str, Any]:
     """One isolated child's answer; its failures and refusals as `ModelRejected`."""
     try:
         return _answered(run_isolated(task, payload, limits))
@@ -204,7 +240,8 @@ def _workload(raw: Any) -> tuple[str, str, float]:
     return mod_json, shash, flop
 
 
-def _task(raw: Any) -> ParsedTask:
+def task_of_answer(raw: Any) -> ParsedTask:
+    """One task of a child's answer, every field checked (`ModelRejected` out of protocol)."""
     mod_json, shash, flop = _workload(raw)
     name, weight, layout_free = raw.get("name"), raw.get("weight"), raw.get("layout_free")
     if not (isinstance(name, str) and 0 < len(name) <= MAX_NAME_CHARS and name.isprintable()):
@@ -238,7 +275,7 @@ def parse_model(
     text = _request_source(fmt, source)
     given = _checked_inputs(inputs)
     with holding_slot():  # one slot for both children
-        first = _ask("model_tasks", MODEL_IMPORT_LIMITS, format=fmt, source=text,
+        first = ask_child("model_tasks", MODEL_IMPORT_LIMITS, format=fmt, source=text,
                      inputs=given, target=target_spec)  # fmt: skip
         raw_tasks, raw_outputs = first.get("tasks"), first.get("outputs")
         untunable = first.get("untunable")
@@ -248,14 +285,15 @@ def parse_model(
             raise _out_of_protocol()
         if len(raw_tasks) > MAX_TASKS or not 1 <= len(raw_outputs) <= 256:
             raise _out_of_protocol()
-        tasks = [_task(raw) for raw in raw_tasks]
+        tasks = [task_of_answer(raw) for raw in raw_tasks]
         outputs = [_output(raw) for raw in raw_outputs]
         names = [u.get("name") if isinstance(u, dict) else None for u in untunable]
         if not all(isinstance(n, str) and len(n) <= MAX_NAME_CHARS for n in names):
             raise _out_of_protocol()
         if not tasks:
             return ParsedModel([], outputs, [str(n) for n in names])
-        second = _ask("derive_many", MODEL_IMPORT_LIMITS, mod_jsons=[t.mod_json for t in tasks])
+        mod_jsons = [t.mod_json for t in tasks]
+        second = ask_child("derive_many", MODEL_IMPORT_LIMITS, mod_jsons=mod_jsons)
     derived = second.get("tasks")
     if not (isinstance(derived, list) and len(derived) == len(tasks)):
         raise _out_of_protocol()

@@ -1,0 +1,36 @@
+"""``/api/v1/tasks``: the tasks a build found no schedule for, sent to be tuned
+(`service.api.usecases.tune_missing`; the light client sends them with ``tune_missing``)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from fastapi import APIRouter
+
+from service.api.deps import QueueDep, SettingsDep, StoreDep
+from service.api.models import TaskUploadOut
+from service.api.usecases.tune_missing import tune_missing
+from service.auth import CodeSubmitter
+from service.schemas import TaskUploadBody
+from service.strict_input import StrictRoute
+from service.untrusted_input import ISOLATION_RESPONSES
+
+router = APIRouter(tags=["lookup"], route_class=StrictRoute)
+
+
+@router.post("/tasks", response_model=TaskUploadOut, responses=ISOLATION_RESPONSES)
+def upload_tasks(
+    body: TaskUploadBody,
+    who: CodeSubmitter,
+    store: StoreDep,
+    queue: QueueDep,
+    settings: SettingsDep,
+) -> dict[str, Any]:
+    """Store the tasks a build misses (each its module as TVM JSON, parsed in isolation) and
+    have each one without a verified best answered: a neighbour answer with its verifying job
+    (at the service's priority), else a tuning job of the caller's. A task with a job under
+    way gets no second one. Needs ``submit-code`` (the modules are user code); nothing is
+    written when a task is refused (422 at ``tasks``, naming it)."""
+    key, label, states = tune_missing(store, queue, settings, who, body)
+    return {"target": {"key": key, "label": label}, "tasks": [asdict(s) for s in states]}
