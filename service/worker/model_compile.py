@@ -8,7 +8,8 @@ pipeline the tasks were extracted with, checks both agree on the same inputs, ti
 exports the tuned Relax VM library. The worker then writes the library into the artifact
 directory (fsynced) and marks the model succeeded with the figures in one transaction. While it
 compiles, a thread heart-beats the model; a worker killed mid-compile leaves a stale heartbeat
-and another worker (woken by the reaper) compiles it again from the start.
+and another worker (woken by the reaper) compiles it again from the start; so does a compile
+that found every isolated slot busy (it stops heart-beating and lapses).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from schedules_db.store import Store
 from schedules_db.values import ModelJob, PublishedModel
 from tuning.models.inputs import ModelInput
 from tuning.publish.artifacts import publish
+from tuning.sandbox import SandboxBusy
 from tuning.sandbox.user_model import compile_model
 
 log = logging.getLogger("tunehub.worker")
@@ -42,7 +44,8 @@ def compile_ready_models(
     heartbeat_every_s: float,
 ) -> list[str]:
     """Compile every model on ``target_ids`` that is ready and that this worker wins the claim
-    of; the final state of each (or "lost")."""
+    of; the final state of each (or "lost", or "busy": no free isolated slot, retried once
+    its claim lapses)."""
     outcomes = []
     for model in store.models.ready(target_ids, stale_after):
         if store.models.claim_compile(model.id, worker, stale_after):
@@ -83,6 +86,10 @@ def compile_one(
             model_id, compiled.applied, compiled.tasks, compiled.tuned_ms, compiled.untuned_ms,
         )  # fmt: skip
         return "succeeded"
+    except SandboxBusy:  # every isolated slot taken: not the model's fault, compile it later
+        log.warning("model %s: no free isolated slot; compiled again once its claim lapses",
+                    model_id)  # fmt: skip
+        return "busy"
     except Exception as err:
         log.exception("model %s: compile failed", model_id)
         store.models.fail(model_id, worker, f"{type(err).__name__}: {err}")

@@ -79,15 +79,19 @@ def run_next(ctx: WorkerContext) -> str:
 
 def compile_ready(ctx: WorkerContext) -> None:
     """Compile every ready model on this worker's targets (`model_compile`); a failure is the
-    model's, never the worker's."""
-    compile_ready_models(
-        ctx.store,
-        list(ctx.target_ids),
-        ctx.worker_name,
-        ctx.artifact_dir,
-        ctx.stale_after,
-        ctx.heartbeat_every_s,
-    )
+    model's, never the worker's: an error reaching the store (a database blip) is logged and
+    the worker goes on with its jobs (a claimed compile lapses and is taken over once stale)."""
+    try:
+        compile_ready_models(
+            ctx.store,
+            list(ctx.target_ids),
+            ctx.worker_name,
+            ctx.artifact_dir,
+            ctx.stale_after,
+            ctx.heartbeat_every_s,
+        )
+    except Exception:  # noqa: BLE001 - see above: never the job's outcome
+        log.exception("compiling ready models failed; the worker goes on")
 
 
 def run_job(ctx: WorkerContext, job_id: int, claimed: bool = False) -> str:

@@ -249,6 +249,44 @@ def test_a_compile_whose_worker_died_is_taken_over(service: Service) -> None:
     assert after["attempt"] == 2
 
 
+def test_a_compile_that_finds_every_isolated_slot_busy_is_retried_not_failed(
+    service: Service,
+) -> None:
+    import threading
+
+    from tuning.sandbox import holding_slot, set_max_concurrent
+    from tuning.sandbox.runner import SandboxBusy
+
+    created = service.client.post("/api/v1/models", json=_body(tiny_cnn())).json()
+    assert created["progress"]["tasks_cache_hit"] == created["progress"]["tasks"]
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with holding_slot():
+            held.set()
+            release.wait(60)
+
+    set_max_concurrent(1)
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert held.wait(10)
+        with pytest.raises(SandboxBusy), holding_slot():  # what the worker's compile meets
+            pass
+        assert run_next(service.worker("pytest-busy")) == "idle"
+        busy = service.client.get(f"/api/v1/models/{created['id']}").json()
+        assert busy["state"] == "compiling" and busy["error"] is None  # not failed
+    finally:
+        release.set()
+        holder.join(10)
+        set_max_concurrent(2)
+    context = service.worker("pytest-after-busy")
+    context.stale_after = timedelta(seconds=-1)  # the busy claim has lapsed
+    assert run_next(context) == "idle"
+    after = service.client.get(f"/api/v1/models/{created['id']}").json()
+    assert after["state"] == "succeeded" and after["worker"] == "pytest-after-busy"
+
+
 HOSTILE_RELAX = relax_calling('R.call_packed("system", x, sinfo_args=R.Tensor((4, 16), "float32"))')
 
 
