@@ -5,11 +5,13 @@ without network applies the same schedules (and says so).
 file per (server URL, target as the build named it): the target's key and TVM series, when it
 was last refreshed, and per workload hash the verified best as the server answered it (null:
 nothing tuned). Every successful lookup merges its answers in (a later answer replaces an
-earlier one); writes are atomic.
+earlier one); writes are atomic, and a merge holds an exclusive lock on a ``.lock`` file beside
+it, so that builds running side by side (``make -j``) do not drop each other's answers.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
@@ -55,6 +57,14 @@ class LookupCache:
         self, target_key: str, tvm_series: str, answers: dict[str, TunedSchedule | None]
     ) -> None:
         """Merge ``answers`` into the saved ones (same key and series; else they replace)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path.with_suffix(".lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+            self._merge(target_key, tvm_series, answers)
+
+    def _merge(
+        self, target_key: str, tvm_series: str, answers: dict[str, TunedSchedule | None]
+    ) -> None:
         known = self.load()
         merged: dict[str, TunedSchedule | None] = {}
         if known is not None and (known.target_key, known.tvm_series) == (target_key, tvm_series):

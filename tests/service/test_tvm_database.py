@@ -173,3 +173,39 @@ def test_commit_sends_records_that_are_served_only_once_verified(
         # Served now (the plain function may win the re-timing on so small a matmul: the best
         # is verified either way).
         assert spec.shash in fresh.lookup(host, [spec.shash])["schedules"]
+
+
+def _save_many(cache_home: str, first: int, count: int) -> None:
+    """A build process saving ``count`` answers one lookup at a time (as a build does)."""
+    import os
+
+    os.environ["XDG_CACHE_HOME"] = cache_home
+    from service.client.lookup_cache import LookupCache
+
+    cache = LookupCache("http://tunehub.test", "host")
+    for shash in range(first, first + count):
+        cache.save("key", "0.27", {str(shash): None})
+
+
+def test_builds_saving_side_by_side_lose_no_cached_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two processes merging answers into one cache file at once (``make -j``): every answer
+    is kept (the merge holds a lock; without it a read-merge-write races and drops some)."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    builds = [
+        context.Process(target=_save_many, args=(str(tmp_path), first, 60)) for first in (0, 1000)
+    ]
+    for build in builds:
+        build.start()
+    for build in builds:
+        build.join(120)
+        assert build.exitcode == 0
+    from service.client.lookup_cache import LookupCache
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # cache_root reads it on every call
+    cached = LookupCache("http://tunehub.test", "host").load()
+    assert cached is not None
+    assert set(cached.answers) == {str(i) for i in (*range(60), *range(1000, 1060))}
