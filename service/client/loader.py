@@ -29,7 +29,6 @@ TVM is imported when a kernel is loaded, not when this module is.
 
 from __future__ import annotations
 
-import os
 import tempfile
 import threading
 import warnings
@@ -40,21 +39,29 @@ from typing import Any
 
 from service.client.cache import sha256_of
 from service.client.http import TunehubClient
+from service.client.thread_pool import (
+    ThreadPoolWarning,
+    machine_cpus,
+    pin_threads,
+    pinned_threads,
+    threads_for,
+)
 
-THREADS_ENV = "TVM_NUM_THREADS"  # read by TVM when a thread's pool starts, and by child processes
+__all__ = [
+    "Kernel",
+    "KernelInputError",
+    "ThreadPoolWarning",
+    "load_kernel",
+    "machine_cpus",
+    "pin_threads",
+]
+
 PACKED_ENTRY = "main_packed"  # tuning.publish.packing's per-call kernel of a packed schedule
-_BIG_CORES = 1  # TVM's ThreadGroup::AffinityMode::kBig, as the worker pins its pools
-_POOL = threading.local()  # .threads: what a Kernel last sized this thread's TVM pool to
 
 
 class KernelInputError(ValueError):
     """An argument a kernel cannot take: wrong count, shape, dtype or device; the message names
     the parameter (index and TIR name)."""
-
-
-class ThreadPoolWarning(RuntimeWarning):
-    """TVM's thread pool of the calling thread runs on fewer threads than the kernel was
-    measured with (it started before the kernel set it, or this machine has fewer CPUs)."""
 
 
 @dataclass(frozen=True)
@@ -78,83 +85,6 @@ class Packing:
     function: str
     packed_shape: tuple[int, ...]
     dtype: str
-
-
-# -- the thread pool ---------------------------------------------------------------------------
-def machine_cpus() -> int:
-    """This machine's logical CPUs. Not the calling thread's affinity mask: TVM narrows that when
-    it pins a pool (a one-thread pool pins its Python thread to one CPU)."""
-    return os.cpu_count() or 1
-
-
-def physical_cores() -> int:
-    """This machine's physical cores (Linux topology; the CPU count elsewhere): what the worker
-    gives a target that names no ``num-cores``."""
-    cores: set[tuple[str, str]] = set()
-    for topology in Path("/sys/devices/system/cpu").glob("cpu[0-9]*/topology"):
-        try:
-            package = (topology / "physical_package_id").read_text().strip()
-            cores.add((package, (topology / "core_id").read_text().strip()))
-        except OSError:
-            return machine_cpus()
-    return len(cores) or machine_cpus()
-
-
-def pin_threads(threads: int) -> int:
-    """Size the calling thread's TVM pool to ``threads`` and make pools started later (other
-    threads, child processes) start with as many. Returns the threads the pool now runs on.
-
-    TVM 0.27 keeps one pool per calling thread, started by its first parallel kernel (or a
-    ``tvm.runtime.num_threads()`` / ``runtime.config_threadpool`` call) with
-    ``TVM_NUM_THREADS`` threads, else half an x86 machine's CPUs; a started pool can shrink
-    but never grow. A pool left smaller than ``threads`` gets a `ThreadPoolWarning`. As in the
-    worker, the pool is pinned to the machine's big cores, and the calling thread (which runs
-    one share of every kernel) with it: on fewer threads than CPUs, that thread keeps to
-    ``threads`` CPUs, as the measured process did."""
-    import tvm
-
-    os.environ[THREADS_ENV] = str(threads)
-    tvm.get_global_func("runtime.config_threadpool")(_BIG_CORES, threads)
-    running = int(tvm.runtime.num_threads())
-    _POOL.threads = threads
-    if running < threads:
-        warnings.warn(
-            ThreadPoolWarning(
-                f"this kernel was measured on {threads} threads but runs on {running}: TVM's "
-                f"thread pool of this Python thread had started with {running} before the "
-                "kernel first ran in it (other TVM code ran a kernel or read "
-                "tvm.runtime.num_threads() first), and TVM cannot grow a started pool. Load "
-                "kernels before running other TVM code in the thread, or start Python with "
-                f"{THREADS_ENV}={threads}."
-            ),
-            stacklevel=3,
-        )
-    return running
-
-
-def _threads_for(canonical: Mapping[str, Any], threads: int | None) -> int | None:
-    """The thread count a kernel of this target runs on: ``threads``, else the target's
-    ``num-cores``, else this machine's physical cores, capped (with a warning) to its CPUs; None
-    for a non-CPU target."""
-    if canonical.get("kind") != "llvm":
-        if threads is not None:
-            kind = canonical.get("kind")
-            raise ValueError(f"threads: only CPU (llvm) targets have a thread pool, not {kind!r}")
-        return None
-    wanted: Any = threads if threads is not None else canonical.get("num-cores", physical_cores())
-    field = "threads" if threads is not None else "target num-cores"
-    if isinstance(wanted, bool) or not isinstance(wanted, int) or wanted < 1:
-        raise ValueError(f"{field}: a thread count must be a positive integer (got {wanted!r})")
-    cpus = machine_cpus()
-    if wanted > cpus:
-        warnings.warn(
-            ThreadPoolWarning(
-                f"{field} asks for {wanted} threads but this machine has {cpus} CPUs: the "
-                f"kernel runs on {cpus} and will be slower than it was measured"
-            ),
-            stacklevel=3,
-        )
-    return min(wanted, cpus)
 
 
 # -- the schedule --------------------------------------------------------------------------------
@@ -310,7 +240,7 @@ class Kernel:
 
     # -- helpers ---------------------------------------------------------------------------
     def _ensure_threads(self) -> None:
-        if self.threads is not None and getattr(_POOL, "threads", None) != self.threads:
+        if self.threads is not None and pinned_threads() != self.threads:
             pin_threads(self.threads)
 
     def _param(self, param: int | str) -> Operand:
@@ -506,7 +436,7 @@ def load_kernel(
     `KernelInputError` for a weight) naming the field or parameter at fault."""
     detail = _schedule_json(schedule, client)
     canonical = _field(detail, "target", "canonical")
-    count = _threads_for(canonical, threads)
+    count = threads_for(canonical, threads)
     device = _device(canonical)
     operands = _operands(detail)
     packings = _packings(detail, len(operands) - 1)

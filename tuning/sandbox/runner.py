@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import tuning
+from tuning.sandbox.cgroups import kill_uid, make_cgroups, remove_cgroups
 
 log = logging.getLogger("tunehub.sandbox")
 FRAME = b"TUNEHUB-ANSWER "
@@ -225,80 +226,6 @@ def _command(
     ]  # fmt: skip
 
 
-CGROUP_ROOT = Path("/sys/fs/cgroup")
-_warned: list[bool] = []
-
-
-def _make_cgroups(uid: int, limits: Limits) -> list[Path]:
-    """Per-child cgroups (v1 memory and pids controllers, or v2's unified tree) capping the
-    whole tree's memory and process count; rlimits bound each process, these bound their sum
-    (64 processes of 2 GiB each could otherwise exhaust the host). Best effort: none where the
-    hierarchy is not writable (rlimits and the per-uid process limit still hold)."""
-    # Swap counts too: memsw (v1, set after the memory limit it may not be below) or
-    # swap.max (v2); where swap accounting is off, those files are missing and skipped.
-    wanted = {"memory": {"memory.limit_in_bytes": limits.tree_memory,
-                         "memory.memsw.limit_in_bytes": limits.tree_memory},
-              "pids": {"pids.max": limits.processes}}  # fmt: skip
-    if (CGROUP_ROOT / "cgroup.controllers").exists():  # v2: one tree
-        parents = {CGROUP_ROOT / "tunehub-sandbox": {"memory.max": limits.tree_memory,
-                                                     "memory.swap.max": 0,
-                                                     "pids.max": limits.processes}}  # fmt: skip
-    else:
-        parents = {CGROUP_ROOT / c / "tunehub-sandbox": files for c, files in wanted.items()}
-    made = []
-    for parent, files in parents.items():
-        group = parent / str(uid)
-        try:
-            parent.mkdir(exist_ok=True)
-            if (CGROUP_ROOT / "cgroup.controllers").exists():
-                (parent / "cgroup.subtree_control").write_text("+memory +pids")
-            group.mkdir()
-        except OSError:
-            continue
-        try:
-            for name, value in files.items():
-                if ("swap" in name or "memsw" in name) and not (group / name).exists():
-                    continue
-                (group / name).write_text(str(value))
-            made.append(group)
-        except OSError:  # a group without its limit is no use: leave it out
-            _remove_cgroups([group])
-    if len(made) < len(parents) and not _warned:
-        _warned.append(True)
-        log.warning(
-            "sandbox: the cgroup hierarchy under %s is not writable here; each child's "
-            "processes are bounded by rlimits alone (not their sum)",
-            CGROUP_ROOT,
-        )
-    return made
-
-
-def _remove_cgroups(groups: list[Path]) -> None:
-    for group in groups:
-        for _ in range(50):  # killed processes leave their cgroup a moment after they die
-            try:
-                group.rmdir()
-                break
-            except OSError:
-                time.sleep(0.02)
-
-
-def _kill_uid(uid: int) -> None:
-    """SIGKILL every process of ``uid`` (none should outlive its namespace; this makes sure)."""
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/status") as status:
-                for line in status:
-                    if line.startswith("Uid:"):
-                        if int(line.split()[1]) == uid:
-                            os.kill(int(entry.name), signal.SIGKILL)
-                        break
-        except (OSError, ValueError):
-            continue
-
-
 def _collect(
     proc: subprocess.Popen[bytes], payload: bytes, limits: Limits
 ) -> tuple[bytes, bytes, str | None]:
@@ -448,7 +375,7 @@ def _run(
         output_dir = output_dir.resolve()
         _prepare_outputs(output_dir, output_files, uid)
     try:
-        cgroups = _make_cgroups(uid, limits)
+        cgroups = make_cgroups(uid, limits.tree_memory, limits.processes)
         proc = subprocess.Popen(
             _command(uid, limits, cgroups, output_dir),
             stdin=subprocess.PIPE,
@@ -465,9 +392,9 @@ def _run(
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
             code = proc.wait()
-            _kill_uid(uid)
+            kill_uid(uid)
     finally:
-        _remove_cgroups(cgroups)
+        remove_cgroups(cgroups)
         if output_dir is not None:
             _reclaim_outputs(output_dir, output_files, limits)
     if stopped:
