@@ -95,6 +95,18 @@ def require(identity: Identity, scope: str, loc: Sequence[str], what: str) -> No
         raise forbidden(scope, loc, f"{what} needs the {scope!r} scope ({identity.name} lacks it)")
 
 
+def require_owner(identity: Identity, submitted_by: str | None, what: str, loc: str) -> None:
+    """403 ``not_owner`` unless ``identity`` submitted ``what`` (e.g. "job 7", at path
+    parameter ``loc``) or is an admin."""
+    if not identity.owns(submitted_by):
+        raise forbidden(
+            ADMIN,
+            ("path", loc),
+            f"{what} was submitted by {submitted_by}; only they or an admin may cancel it",
+            "not_owner",
+        )
+
+
 def check_target(identity: Identity, canonical: dict[str, Any], store: Store) -> None:
     """A job (or import) for a target no worker has registered needs ``admin``; others get a
     422 on ``("body", "target")`` listing the targets workers did register."""

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from schedules_db import Store
-from schedules_db.tokens import ADMIN
 from schedules_db.values import Job, JobState
-from service.auth import Identity, forbidden
+from service.auth import Identity, require_owner
 from service.errors import not_found
 from service.queue import JobQueue
 
@@ -21,14 +20,7 @@ def cancel_job(store: Store, queue: JobQueue, who: Identity, job_id: int) -> Job
     before = store.jobs.get(job_id)
     if before is None:
         raise not_found("job", job_id)
-    if not who.owns(before.submitted_by):
-        raise forbidden(
-            ADMIN,
-            ("path", "job_id"),
-            f"job {job_id} was submitted by {before.submitted_by}; only they or an admin may "
-            "cancel it",
-            "not_owner",
-        )
+    require_owner(who, before.submitted_by, f"job {job_id}", "job_id")
     job = store.jobs.request_cancel(job_id)
     if job is None:
         raise not_found("job", job_id)

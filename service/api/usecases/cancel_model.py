@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from schedules_db import Store
-from schedules_db.tokens import ADMIN
 from schedules_db.values import FINAL_STATES, ModelJob
 from service.api.usecases.cancel_job import cancel_job
-from service.auth import Identity, forbidden
+from service.auth import Identity, require_owner
 from service.errors import not_found
 from service.queue import JobQueue
 
@@ -20,14 +19,7 @@ def cancel_model(store: Store, queue: JobQueue, who: Identity, model_id: int) ->
     before = store.models.get(model_id)
     if before is None:
         raise not_found("model", model_id)
-    if not who.owns(before.submitted_by):
-        raise forbidden(
-            ADMIN,
-            ("path", "model_id"),
-            f"model {model_id} was submitted by {before.submitted_by}; only they or an admin "
-            "may cancel it",
-            "not_owner",
-        )
+    require_owner(who, before.submitted_by, f"model {model_id}", "model_id")
     model = store.models.request_cancel(model_id)
     if model is None:
         raise not_found("model", model_id)
