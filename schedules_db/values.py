@@ -411,18 +411,11 @@ class NeighbourCandidate:
 
 
 @dataclass(frozen=True)
-class NeighbourSource:
-    """A workload with a verified best that has a record (its trace can be refitted): the
-    workload (`WorkloadRow` columns ``id`` .. ``flop``, ``mod_json``) and its best's
-    ``schedule_id``, ``latency_us``, ``space`` and its record's ``trace_json`` and
+class NeighbourSource(NeighbourCandidate):
+    """A candidate with what refitting it needs: its module (``mod_json``), its best's
+    ``schedule_id``, ``latency_us`` and ``space``, and its record's ``trace_json`` and
     ``tvm_version``."""
 
-    id: int
-    shash: str
-    origin: str
-    operator: str | None
-    params: dict[str, Any]
-    flop: float
     mod_json: str
     schedule_id: int
     latency_us: float

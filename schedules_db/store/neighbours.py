@@ -16,8 +16,9 @@ Contract:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-from sqlalchemy import ColumnElement, select, update
+from sqlalchemy import ColumnElement, Select, select, update
 from sqlalchemy.exc import IntegrityError
 
 from schedules_db.models import (
@@ -40,6 +41,23 @@ from schedules_db.values import (
 )
 
 MAX_SOURCES = 500  # tuned workloads of one kind read per request (newest first)
+# The columns of a NeighbourCandidate, and those a NeighbourSource adds, in field order.
+_CANDIDATE = (
+    WorkloadRow.id,
+    WorkloadRow.shash,
+    WorkloadRow.origin,
+    WorkloadRow.operator,
+    WorkloadRow.params,
+    WorkloadRow.flop,
+)
+_SOURCE = (
+    WorkloadRow.mod_json,
+    ScheduleRow.id,
+    ScheduleRow.latency_us,
+    ScheduleRow.space,
+    TuningRecordRow.trace_json,
+    TuningRecordRow.tvm_version,
+)
 
 _N = NeighbourAnswerRow
 _OFFERED = NeighbourState.OFFERED.value
@@ -71,17 +89,8 @@ class Neighbours(Aggregate):
         keys only (no module or trace text: `sources` reads those for the chosen few)."""
         kind = WorkloadRow.origin == USER if operator is None else WorkloadRow.operator == operator
         query = (
-            select(
-                WorkloadRow.id,
-                WorkloadRow.shash,
-                WorkloadRow.origin,
-                WorkloadRow.operator,
-                WorkloadRow.params,
-                WorkloadRow.flop,
-            )
-            .join(ScheduleRow, ScheduleRow.workload_id == WorkloadRow.id)
-            .join(TuningRecordRow, TuningRecordRow.id == ScheduleRow.record_id)
-            .where(kind, *self._refittable(target_id))
+            self._refittable(select(*_CANDIDATE), target_id)
+            .where(kind)
             .order_by(WorkloadRow.id.desc())
             .limit(limit)
         )
@@ -94,38 +103,26 @@ class Neighbours(Aggregate):
         out."""
         if not workload_ids:
             return []
-        query = (
-            select(
-                WorkloadRow.id,
-                WorkloadRow.shash,
-                WorkloadRow.origin,
-                WorkloadRow.operator,
-                WorkloadRow.params,
-                WorkloadRow.flop,
-                WorkloadRow.mod_json,
-                ScheduleRow.id,
-                ScheduleRow.latency_us,
-                ScheduleRow.space,
-                TuningRecordRow.trace_json,
-                TuningRecordRow.tvm_version,
-            )
-            .join(ScheduleRow, ScheduleRow.workload_id == WorkloadRow.id)
-            .join(TuningRecordRow, TuningRecordRow.id == ScheduleRow.record_id)
-            .where(WorkloadRow.id.in_(list(workload_ids)), *self._refittable(target_id))
+        query = self._refittable(select(*_CANDIDATE, *_SOURCE), target_id).where(
+            WorkloadRow.id.in_(list(workload_ids))
         )
         with self._session() as s:
             found = {row[0]: NeighbourSource(*row) for row in s.execute(query).all()}
         return [found[i] for i in workload_ids if i in found]
 
-    def _refittable(self, target_id: int) -> tuple[ColumnElement[bool], ...]:
-        """A best on the target (in the store's series) whose record is successful and
-        verified: a trace to refit."""
+    def _refittable(self, query: Select[Any], target_id: int) -> Select[Any]:
+        """``query`` over workloads joined to their best on the target (in the store's series)
+        whose record is successful and verified: a trace to refit."""
         series = () if self.series is None else (ScheduleRow.tvm_series == self.series,)
         return (
-            ScheduleRow.target_id == target_id,
-            *series,
-            TuningRecordRow.mean_run_us.is_not(None),
-            TuningRecordRow.unverified.is_(False),
+            query.join(ScheduleRow, ScheduleRow.workload_id == WorkloadRow.id)
+            .join(TuningRecordRow, TuningRecordRow.id == ScheduleRow.record_id)
+            .where(
+                ScheduleRow.target_id == target_id,
+                *series,
+                TuningRecordRow.mean_run_us.is_not(None),
+                TuningRecordRow.unverified.is_(False),
+            )
         )
 
     def offer(self, new: NewNeighbourAnswer) -> NeighbourAnswer:
