@@ -20,22 +20,23 @@ Each model gets a budget of ``--trials-per-task`` x its task count, spent:
   builder's timeout raised), the weights prepacked after tuning, compiled (*plain tune s*).
 
 Untuned TVM is the same pipeline with no records. PyTorch runs the ONNX graph op by op (the
-same weights). Everything but ``torch.compile`` is timed in this process, interleaved over
-``--rounds`` (median of rounds, each the median of ``--repeat`` samples of at least 0.1 s),
-on the same ``BENCH_THREADS`` threads (default: the target's cores); every output is checked
-against untuned TVM's. ``torch.compile`` is timed alone in a fresh process
-(next to TVM's pool it measured 10x slower than eager) and checked against eager there. The
-walls: tunehub's tuning, plain MetaSchedule's, and a build that only fetches next to an
+same weights; `bench/model_torch.py`; the models are `bench/model_zoo.py`'s). Everything but
+``torch.compile`` is timed in this process, interleaved over ``--rounds`` (median of rounds,
+each the median of ``--repeat`` samples of at least 0.1 s), on the same ``BENCH_THREADS``
+threads (default: the target's cores); every output is checked against untuned TVM's.
+``torch.compile`` is timed alone in a fresh process (`model_torch.py` run as a script; next
+to TVM's pool it measured 10x slower than eager) and checked against eager there. The walls:
+tunehub's tuning, plain MetaSchedule's, and a build that only fetches next to an
 untuned build of the same module (the difference is what a warm service adds).
 
-The budget curve (``--budget-curve 8,16,32,64``, ResNet-18 only): the same server tunes it
-with 8, then 16, 32, 64 trials per task, each continuing from the records of the last (a step
-the rows tuned already is all cache hits), and after each the fetched build's latency and the
-step's tuning wall are printed. Then, on that server, a ResNet-18 at another size
-(``--neighbour-size``, every task new to the server) is built with ``allow_neighbour`` and
-``tune_missing``: how long its first build takes to send its tasks and get neighbour answers,
-how long a lookup of those answers takes afterwards, and its latency against the untuned
-build.
+The budget curve (``--budget-curve 8,16,32,64``, of ResNet-18, or ``--curve-model``): the
+same server tunes it with 8, then 16, 32, 64 trials per task, each continuing from the records
+of the last (a step the rows tuned already is all cache hits), and after each the fetched
+build's latency and the step's tuning wall are printed. Then, on that server, the same model at
+another size (``--neighbour-size``, every task new to the server) is built with
+``allow_neighbour`` and ``tune_missing``: how long its first build takes to send its tasks and
+get neighbour answers, how long a lookup of those answers takes afterwards, and its latency
+against the untuned build.
 
     .venv/bin/pip install -e '.[bench]'      # torch (optional: --skip-torch)
     .venv/bin/python bench/model.py [--models cnn,resnet18,bert] [--trials-per-task 64]
@@ -61,7 +62,6 @@ from typing import Any
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -70,16 +70,17 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from cnn import small_cnn  # noqa: E402
 from kernel_quality import free_port, settle, time_callable  # noqa: E402
-from transformer_block import encoder_layer  # noqa: E402
+from model_torch import compiled_latency, torch_callable  # noqa: E402
+from model_zoo import MODELS  # noqa: E402
 
 from service.client import TunehubClient  # noqa: E402
 from service.client.models import submit_model, wait_model  # noqa: E402
 from tests.tuning.model_cases import resnet18_like  # noqa: E402
 
-MODELS: dict[str, tuple[Callable[[], Any], list[int]]] = {
-    "cnn": (lambda: small_cnn(32), [1, 3, 32, 32]),
-    "resnet18": (lambda: resnet18_like(size=224), [1, 3, 224, 224]),
-    "bert": (lambda: encoder_layer(seq=128, dim=768, heads=12, ffn=3072), [1, 128, 768]),
+# The image models at another input size (every task a new shape): for neighbour answers.
+AT_SIZE: dict[str, Callable[[int], Any]] = {
+    "cnn": lambda size: small_cnn(size),
+    "resnet18": lambda size: resnet18_like(size=size),
 }
 BUILD_TIMEOUT_S = 180  # plain MetaSchedule's LocalBuilder (stock: 30 s)
 TOLERANCE = 1e-3  # max |out - untuned TVM's| over max |untuned TVM's|
@@ -200,56 +201,6 @@ def tvm_ways(mod: Any, target: Any, client: TunehubClient, budget: tuple[int, in
     return {"tunehub": vm(tuned), "plain TVM": vm(plain), "untuned": vm(untuned)}
 
 
-def torch_callable(model: Any, compiled: bool) -> Callable[[np.ndarray], np.ndarray]:
-    """The ONNX graph run op by op in PyTorch (inference mode), optionally `torch.compile`d."""
-    import torch
-    import torch.nn.functional as F
-
-    arrays = {t.name: numpy_helper.to_array(t).copy() for t in model.graph.initializer}
-    weights = {name: torch.from_numpy(a) for name, a in arrays.items()}
-
-    def layer(kind: str, at: dict[str, Any], inputs: list[str]) -> Callable[..., Any]:
-        """The node as a function of its tensor inputs (static attributes bound)."""
-        if kind == "Conv":
-            stride, pad = at.get("strides", [1, 1]), at["pads"][:2]
-            return lambda x, w, b: F.conv2d(x, w, b, stride=stride, padding=pad)
-        if kind == "MaxPool":
-            return lambda x: F.max_pool2d(x, at["kernel_shape"], at["strides"], at["pads"][:2])
-        if kind == "Reshape":  # the shape is an initializer: static, not a tensor to read
-            shape = [int(d) for d in arrays[inputs.pop()]]
-            return lambda x: x.reshape(shape)
-        table: dict[str, Callable[..., Any]] = {
-            "Gemm": F.linear,  # transB=1
-            "LayerNormalization": lambda x, g, b: F.layer_norm(x, g.shape, g, b),
-            "Relu": F.relu, "Gelu": F.gelu, "Flatten": lambda x: x.flatten(1),
-            "GlobalAveragePool": lambda x: x.mean((2, 3), keepdim=True),
-            "Softmax": lambda x: x.softmax(at.get("axis", -1)),
-            "Transpose": lambda x: x.permute(at["perm"]),
-            "Add": torch.add, "Mul": torch.mul, "MatMul": torch.matmul,
-        }  # fmt: skip
-        return table[kind]
-
-    steps = []
-    for n in model.graph.node:
-        at = {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}
-        inputs = list(n.input)
-        steps.append((layer(n.op_type, at, inputs), inputs, n.output[0]))
-
-    def forward(x: Any) -> Any:
-        values = {**weights, "x": x}
-        for fn, inputs, out in steps:
-            values[out] = fn(*(values[i] for i in inputs))
-        return values[model.graph.output[0].name]
-
-    run = torch.compile(forward) if compiled else forward
-
-    def call(x: np.ndarray) -> np.ndarray:
-        with torch.inference_mode():
-            return np.asarray(run(torch.from_numpy(x)).numpy())
-
-    return call
-
-
 def measure(row: Row, ways: dict[str, Callable[[], np.ndarray]], rounds: int,
             repeat: int) -> None:  # fmt: skip
     """Check every way's output against untuned TVM's (relative to its largest magnitude: the
@@ -303,52 +254,23 @@ def bench_model(name: str, client: TunehubClient, args: argparse.Namespace, fold
         ways["torch eager"] = bound(torch_callable(model, False), x)
     measure(row, ways, args.rounds, args.repeat)
     if not args.skip_torch:
-        torch_compile_apart(name, row, args.repeat)
+        compiled = compiled_latency(name, args.repeat)
+        if isinstance(compiled, str):
+            row.notes.append(compiled)
+        else:
+            row.ms["torch.compile"], error = compiled
+            row.notes.append(f"torch.compile timed alone in a fresh process (max rel. error vs "
+                             f"eager {error:.1e}), not interleaved with the others")  # fmt: skip
     return row
-
-
-def torch_compile_apart(name: str, row: Row, repeat: int) -> None:
-    """``torch.compile``'s latency, measured in a fresh process (`compiled_torch_main`): in
-    this one, next to TVM's thread pool and after the other ways, it ran 10x slower than
-    eager (4.9 ms for the small CNN), which measures the neighbourhood, not inductor."""
-    done = subprocess.run(
-        [sys.executable, __file__, "--torch-compile-only", name, "--repeat", str(repeat)],
-        capture_output=True, text=True, timeout=1800, env=dict(os.environ),
-    )  # fmt: skip
-    lines = done.stdout.strip().splitlines()
-    if done.returncode != 0 or not lines:
-        row.notes.append(f"torch.compile (fresh process) failed: {done.stderr.strip()[-200:]}")
-        return
-    ms, error = (float(v) for v in lines[-1].split())
-    row.ms["torch.compile"] = ms
-    row.notes.append(f"torch.compile timed alone in a fresh process (max rel. error vs eager "
-                     f"{error:.1e}), not interleaved with the others")  # fmt: skip
-
-
-def compiled_torch_main(name: str, repeat: int) -> None:
-    """In a fresh process: print ``torch.compile``'s median ms and its max relative error
-    against eager on ``name`` (same weights, same input as `bench_model`)."""
-    import torch
-
-    torch.set_num_threads(int(os.environ.get("BENCH_THREADS", os.cpu_count() or 1)))
-    build_model, shape = MODELS[name]
-    model = build_model()
-    x = np.random.default_rng(0).standard_normal(shape).astype("float32")
-    eager = torch_callable(model, False)(x)
-    compiled = torch_callable(model, True)
-    got = compiled(x)
-    error = float(np.max(np.abs(got - eager))) / max(float(np.max(np.abs(eager))), 1e-30)
-    settle()
-    print(f"{time_callable(lambda: compiled(x), repeat) * 1e3} {error}")
 
 
 def budget_curve(
     client: TunehubClient, args: argparse.Namespace, steps: list[int], folder: Path
 ) -> tuple[list[tuple[int, int, float, float]], list[str]]:
-    """ResNet-18 on the server of ``client``, tuned with each per-task budget in turn (each
+    """``--curve-model`` on the server of ``client``, tuned with each per-task budget in turn (each
     continuing from the records of the last: a step the rows already tuned is all cache hits):
     (trials per task, total, latency ms, tuning wall of the step); then the neighbour answers
-    of a ResNet-18 at another input size (`neighbour_answers`' lines)."""
+    of that model at another input size (`neighbour_answers`' lines)."""
     import tvm
     from tvm import relax
     from tvm.relax.frontend.onnx import from_onnx
@@ -356,7 +278,7 @@ def budget_curve(
     from service.client.relax_build import build
     from tuning.models.pipeline import extract, tuning_pipeline
 
-    build_model, shape = MODELS["resnet18"]
+    build_model, shape = MODELS[args.curve_model]
     model = build_model()
     mod = from_onnx(model, shape_dict={"x": shape}, keep_params_in_input=False)
     data = tvm.runtime.tensor(np.random.default_rng(0).standard_normal(shape).astype("float32"))
@@ -372,15 +294,15 @@ def budget_curve(
         points.append((per_task, per_task * tasks, ms, wall))
         print(f"  {per_task} trials per task: {ms:.3f} ms", flush=True)
     size = args.neighbour_size
-    lines = neighbour_answers(client, target, args.repeat, size) if size else []
+    lines = neighbour_answers(client, target, args.repeat, args.curve_model, size) if size else []
     return points, lines
 
 
 def neighbour_answers(
-    client: TunehubClient, target: Any, repeat: int, size: int = 192
+    client: TunehubClient, target: Any, repeat: int, name: str, size: int
 ) -> list[str]:
-    """A ResNet-18 at ``size``x``size`` (every task a shape the server has never seen) built
-    against the server that tuned the 224x224 one, with ``allow_neighbour`` and
+    """Model ``name`` at ``size``x``size`` (every task a shape the server has never seen)
+    built against the server that tuned it at its benchmark size, with ``allow_neighbour`` and
     ``tune_missing``: the first build's wall (sends its tasks, which are refitted in the jail),
     a second build's (answers served from the store), one lookup of the answered tasks, and
     the latency of the neighbour-answered build against the untuned one."""
@@ -393,7 +315,7 @@ def neighbour_answers(
     from service.client.tvm_database import TunehubDatabase
     from tuning.models.pipeline import compile_with, tuning_pipeline
 
-    model = resnet18_like(size=size)
+    model = AT_SIZE[name](size)
     shape = [1, 3, size, size]
     mod = from_onnx(model, shape_dict={"x": shape}, keep_params_in_input=False)
     started = time.monotonic()
@@ -415,15 +337,15 @@ def neighbour_answers(
     one_lookup = time.monotonic() - started
     untuned = compile_with(tuning_pipeline(mod, target), target, ms.database.MemoryDatabase())
     data = tvm.runtime.tensor(np.random.default_rng(0).standard_normal(shape).astype("float32"))
-    runs = {name: relax.VirtualMachine(ex, tvm.cpu())["main"]
-            for name, ex in (("neighbours", with_neighbours), ("untuned", untuned))}  # fmt: skip
+    runs = {way: relax.VirtualMachine(ex, tvm.cpu())["main"]
+            for way, ex in (("neighbours", with_neighbours), ("untuned", untuned))}  # fmt: skip
     latency = {}
-    for name, main in runs.items():
+    for way, main in runs.items():
         settle()
-        latency[name] = time_callable(bound(main, data), repeat) * 1e3
+        latency[way] = time_callable(bound(main, data), repeat) * 1e3
     counts = {state: states.count(state) for state in sorted(set(states))}
     return [
-        f"ResNet-18 at {size}x{size} against the server that tuned it at 224x224 "
+        f"{name} at {size}x{size} against the server that tuned it at {MODELS[name][1][-1]}² "
         f"(allow_neighbour, tune_missing): {len(states)} tasks sent, states {counts}",
         f"  first build's prefetch (upload, jail parse, refit of {len(neighbours)} answers, "
         f"lookups): {first:.1f} s; {answered} tasks answered",
@@ -474,19 +396,21 @@ def main() -> int:
     parser.add_argument("--server", help="a running tunehub (default: start a fresh one)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--torch-compile-only", choices=sorted(MODELS), help=argparse.SUPPRESS)
     parser.add_argument(
         "--skip-rows",
         action="store_true",
         help="only the budget curve (and the neighbour answers after it)",
     )
+    parser.add_argument(
+        "--curve-model",
+        default="resnet18",
+        choices=sorted(AT_SIZE),
+        help="the model of the budget curve and the neighbour answers",
+    )
     parser.add_argument("--neighbour-size", type=int, default=192,
-                        help="after the curve, a ResNet-18 at this size gets neighbour answers "
-                        "(0: skip)")  # fmt: skip
+                        help="after the curve, the curve's model at this size gets neighbour "
+                        "answers (0: skip)")  # fmt: skip
     args = parser.parse_args()
-    if args.torch_compile_only:
-        compiled_torch_main(args.torch_compile_only, args.repeat)
-        return 0
     models = [m for m in args.models.split(",") if m]
     unknown = set(models) - set(MODELS)
     if unknown:
@@ -514,12 +438,12 @@ def main() -> int:
             for name in [] if args.skip_rows else models:
                 rows.append(bench_model(name, client, args, Path(tmp)))
                 print_table(rows[-1:], threads)  # as soon as measured
-            if steps and "resnet18" in models:
+            if steps and args.curve_model in models:
                 curve, neighbours = budget_curve(client, args, steps, Path(tmp))
     if rows:
         print_table(rows, threads)
     if curve:
-        print("\nResNet-18 budget curve (each step continuing the last's records):")
+        print(f"\n{args.curve_model} budget curve (each step continuing the last's records):")
         print(f"{'trials/task':>11} {'trials':>7} {'latency ms':>11} {'step wall s':>11}")
         for per_task, total, ms, wall in curve:
             print(f"{per_task:>11} {total:>7} {ms:>11.3f} {wall:>11.0f}")
