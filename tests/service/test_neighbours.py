@@ -298,7 +298,7 @@ def test_a_build_sends_its_missing_tasks_and_gets_neighbour_answers_at_once(
     """``tune_missing``: a build whose tasks the service has never seen sends them; they are
     stored under the build's own hashes, the matmul task is answered at once by the tuned
     RELAX_A's (a neighbour, its verifying job at the service's priority), the others get a
-    tuning job; after the worker the build gets the verified bests."""
+    tuning job."""
     import warnings
 
     from tvm.script.parser.core.entry import parse
@@ -330,10 +330,10 @@ def test_a_build_sends_its_missing_tasks_and_gets_neighbour_answers_at_once(
         again = client.upload_tasks("host", [(n, _task_json(module, target, n)) for n in states])
     assert {t["state"] for t in again["tasks"]} <= {"neighbour", "tuning"}
     assert {t["job_id"] for t in again["tasks"]} == {s["job_id"] for s in states.values()}
-
-    assert set(service.run_worker()) == {"succeeded"}
-    after = service.lookup([matmul["workload"]], allow_neighbour=True)["schedules"]
-    assert after[matmul["workload"]]["provenance"] == "tuned"
+    # (What the answer's job does next — verify, tune, serve the verified best — is the model
+    # task test's above; running it again here would only lengthen the suite.)
+    for job_id in {s["job_id"] for s in states.values()}:
+        assert service.client.post(f"/api/v1/jobs/{job_id}/cancel").status_code == 200
 
 
 def _task_json(module: Any, target: Any, name: str) -> str:

@@ -37,7 +37,7 @@ PARSING = [  # a child process per parse
     ("POST", "/api/v1/import"),
     ("POST", "/api/v1/tasks"),
 ]
-EXAMPLES, PARSING_EXAMPLES = 60, 20
+EXAMPLES, PARSING_EXAMPLES = 60, 14
 
 
 @dataclass
