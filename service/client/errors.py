@@ -70,3 +70,8 @@ class Offline(Exception):
 class OfflineWarning(UserWarning):
     """The server did not answer: what is used comes from the local cache (the message says
     from when)."""
+
+
+class TuneMissingWarning(UserWarning):
+    """A build could not send its missing tasks to be tuned (no ``submit-code`` scope, a cap, a
+    task the service refuses, or no answer): it builds with what the service has, and says why."""

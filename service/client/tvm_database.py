@@ -28,7 +28,7 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.database import PyDatabase, TuningRecord, Workload
 
 from schedule_reads import TunedSchedule, tvm_series
-from service.client.errors import Offline, OfflineWarning
+from service.client.errors import Offline, OfflineWarning, TunehubError, TuneMissingWarning
 from service.client.http import TunehubClient
 from service.client.lookup_cache import CachedLookups, LookupCache
 from service.client.reader import RestScheduleReader
@@ -129,7 +129,12 @@ class TunehubDatabase(PyDatabase):
         for start in range(0, len(missing), MAX_TASKS_PER_UPLOAD):
             batch = missing[start : start + MAX_TASKS_PER_UPLOAD]
             sent = [(tasks[h][0], tvm.ir.save_json(tasks[h][1])) for h in batch]
-            answer = self.client.upload_tasks(self.target_spec, sent)
+            try:
+                answer = self.client.upload_tasks(self.target_spec, sent)
+            except (TunehubError, httpx.TransportError) as err:
+                self._upload_failed(err, len(missing) - start)
+                missing = missing[:start]
+                break
             for shash, state in zip(batch, answer["tasks"], strict=True):
                 self.sent[shash] = state
                 if state["workload"] != shash:
@@ -142,6 +147,18 @@ class TunehubDatabase(PyDatabase):
             for shash in missing:
                 del self._answers[shash]
             self._fetch(missing)
+
+    def _upload_failed(self, err: Exception, unsent: int) -> None:
+        """A refused or unanswered upload: warn once with the service's reason and send nothing
+        more from this database; the build goes on with the answers it has."""
+        self.tune_missing = False
+        reason = err.describe() if isinstance(err, TunehubError) else f"no answer ({err})"
+        warnings.warn(
+            f"tune_missing: {unsent} task(s) not sent to {self.client.base_url}: {reason}; "
+            "building with what the service has",
+            TuneMissingWarning,
+            stacklevel=4,
+        )
 
     def _fetch(self, hashes: list[str]) -> None:
         wanted = [h for h in dict.fromkeys(hashes) if h not in self._answers]

@@ -348,6 +348,33 @@ def test_raw_tir_needs_submit_code_and_is_refused_before_it_is_parsed(
     assert allowed.status_code not in (401, 403), allowed.text
 
 
+def test_a_build_without_submit_code_warns_and_builds_with_what_is_there(
+    deployment: Deployment,
+) -> None:
+    """``tune_missing`` with a read-only token: the upload's 403 is one `TuneMissingWarning`
+    naming the scope, nothing is written, and the build goes on (untuned tasks stay untuned)."""
+    import tvm
+    from tvm.script.parser.core.entry import parse
+
+    from service.client import TunehubClient
+    from service.client.errors import TuneMissingWarning
+    from service.client.tvm_database import TunehubDatabase
+    from tests.tuning.model_cases import TINY_RELAX
+    from tuning.hardware.targets import resolve_target
+
+    target = tvm.target.Target(resolve_target("host").canonical)
+    module = parse(TINY_RELAX.replace("from tvm.script import", "#"))
+    workloads = len(deployment.store.catalog.list_workloads(limit=100_000))
+    with TunehubClient(deployment.server.url, token=deployment.token["read"]) as client:
+        database = TunehubDatabase(client, target, cache=False, tune_missing=True)
+        with pytest.warns(TuneMissingWarning, match="submit-code") as caught:
+            assert database.prefetch(module) == 0
+        assert len(caught) == 1 and "HTTP 403" in str(caught[0].message)
+        assert database.prefetch(module) == 0  # no second upload, no second warning
+    assert not database.sent and not database.tune_missing
+    assert len(deployment.store.catalog.list_workloads(limit=100_000)) == workloads
+
+
 def test_a_target_no_worker_registered_needs_admin(deployment: Deployment) -> None:
     target = {"kind": "llvm", "num-cores": 2}
     response = deployment.post("submit", "/jobs", _job(target=target))
