@@ -56,3 +56,37 @@ def layout_free_operands(mod: Any) -> tuple[int, ...]:
     if attrs is None or LAYOUT_FREE_ATTR not in attrs:
         return ()
     return tuple(int(i) for i in attrs[LAYOUT_FREE_ATTR])
+
+
+def reduction_length(func: Any) -> int:
+    """The most terms any block of a PrimFunc sums into one output element: the product of its
+    reduction iterators' extents, largest over the blocks (1 without a reduction). A float
+    kernel's rounding error grows with it: verification tolerances scale by it."""
+    from tvm.tirx import IterVar
+
+    longest = 1
+
+    def visit(node: Any) -> None:
+        nonlocal longest
+        kind = type(node).__name__
+        if kind == "SeqStmt":
+            for item in node.seq:
+                visit(item)
+        elif kind in ("For", "AttrStmt", "LetStmt"):
+            visit(node.body)
+        elif kind == "IfThenElse":
+            visit(node.then_case)
+            if node.else_case is not None:
+                visit(node.else_case)
+        elif kind == "SBlockRealize":
+            block = node.block
+            terms = 1
+            for iv in block.iter_vars:
+                if int(iv.iter_type) == IterVar.CommReduce:
+                    extent = getattr(iv.dom.extent, "value", None)
+                    terms *= int(extent) if extent is not None else 1
+            longest = max(longest, terms)
+            visit(block.body)
+
+    visit(func.body)
+    return longest

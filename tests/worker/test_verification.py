@@ -1,0 +1,79 @@
+"""Verification of user functions (raw TIR, a model's tasks): the reference is the function as
+written, run by TVM, and the tolerance grows with the terms a reduction sums, as the catalog's
+contractions' do, so that a correct schedule that only sums in another order is not refused."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+import tvm
+from tvm import te
+
+from schedules_db.values import Workload
+from service.worker.verification import Reference
+from tuning.ir import normalize, reduction_length
+from tuning.publish.verify import VerificationError, build_library
+
+K = 4608  # ResNet-18's last 3x3 convolutions sum 512 x 3 x 3 terms per output
+
+
+def _dot(n: int) -> tvm.IRModule:
+    """Y[i] = sum_k A[i, k] * B[k]: a user function (no catalog operator)."""
+    a = te.placeholder((64, n), "float32", name="A")
+    b = te.placeholder((n,), "float32", name="B")
+    k = te.reduce_axis((0, n), name="k")
+    y = te.compute((64,), lambda i: te.sum(a[i, k] * b[k], axis=k), name="Y")
+    return normalize(te.create_prim_func([a, b, y]))
+
+
+def _workload(mod: tvm.IRModule) -> Workload:
+    return Workload(
+        1, "0", "user", None, {}, 0.0, datetime.now(timezone.utc), tvm.ir.save_json(mod)
+    )
+
+
+def test_reduction_length_is_the_terms_summed_per_output() -> None:
+    assert reduction_length(_dot(K)["main"]) == K
+    x = te.placeholder((8,), "float32", name="X")
+    relu = te.compute((8,), lambda i: te.max(x[i], 0.0), name="R")
+    assert reduction_length(te.create_prim_func([x, relu])) == 1
+
+
+def test_a_schedule_summing_in_another_order_passes_and_a_wrong_one_fails(
+    tmp_path: Path,
+) -> None:
+    """The candidate sums K terms in 64 interleaved partial sums (rfactor): its rounding
+    differs from the reference's by more than a fixed 1e-5, and it is accepted; the same
+    candidate with one term dropped is refused."""
+    mod = _dot(K)
+    target = tvm.target.Target("llvm")
+    dev = tvm.cpu()
+    untuned = tvm.runtime.load_module(str(build_library(mod, target, tmp_path / "u.so")))
+    reference = Reference(_workload(mod), untuned, dev, mod["main"])
+    assert reference.atol == pytest.approx(1e-5 + 2e-7 * K)
+
+    def candidate(extent: int, name: str) -> float:
+        changed = _dot(K) if extent == K else _dot_dropping_last(extent)
+        sch = tvm.s_tir.Schedule(changed)
+        block = sch.get_sblock("Y")
+        _, k = sch.get_loops(block)
+        _, inner = sch.split(k, [None, 64])
+        sch.rfactor(inner, 0)
+        lib = tvm.runtime.load_module(str(build_library(sch.mod, target, tmp_path / name)))
+        return reference.check(lib)
+
+    error = candidate(K, "reordered.so")
+    assert 1e-5 < error < reference.atol
+    with pytest.raises(VerificationError):
+        candidate(K - 64, "wrong.so")
+
+
+def _dot_dropping_last(n: int) -> tvm.IRModule:
+    """A wrong kernel with the reference's signature: it sums only the first ``n`` terms."""
+    a = te.placeholder((64, K), "float32", name="A")
+    b = te.placeholder((K,), "float32", name="B")
+    k = te.reduce_axis((0, n), name="k")
+    y = te.compute((64,), lambda i: te.sum(a[i, k] * b[k], axis=k), name="Y")
+    return normalize(te.create_prim_func([a, b, y]))
