@@ -167,7 +167,7 @@ def _lanes_innermost(sch: Any, block: Any) -> None:
     which looks at the innermost loop, then finds nothing to vectorise (measured: ResNet-18's
     1x1 stride-2 convolutions at 11 GFLOPS)."""
     loops = list(sch.get_loops(block))
-    units = []
+    units: list[Any] = []
     while len(loops) > 1 and _loop_extent(sch, loops[-1]) == 1:
         units.insert(0, loops.pop())
     if units and (_loop_extent(sch, loops[-1]) or 0) > 1:
