@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
+
+from tuning.hardware.devices import default_timing_ms
 
 ENV_PREFIX = "TUNEHUB_"
 TRUE_WORDS, FALSE_WORDS = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
@@ -37,6 +39,8 @@ class Settings:
     reaper_every_s: float = 15.0
     requeue_after_s: float = 300.0
     num_trials_per_iter: int = 64
+    # Each timed run of a kernel lasts at least this long (ms), in the search and in verification.
+    timing_ms: int = field(default_factory=default_timing_ms)
     seed: int | None = None  # the search's random seed (None: a fresh one per job)
     # Auth (service.auth): off = every client is the identity "local" with every scope.
     auth: bool = False
@@ -70,6 +74,7 @@ class Settings:
             ("reaper_every_s", float),
             ("requeue_after_s", float),
             ("num_trials_per_iter", int),
+            ("timing_ms", int),
             ("seed", int),
             ("auth", _flag),
             ("anonymous_reads", _flag),

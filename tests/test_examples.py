@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import free_port
+from tests.conftest import TIMING_MS, free_port
 from tests.e2e.helpers import start, stop, wait_http
 
 pytestmark = pytest.mark.e2e
@@ -33,6 +33,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("TUNEHUB_")}
     env["TUNEHUB_NUM_TRIALS_PER_ITER"] = "4"
+    env["TUNEHUB_TIMING_MS"] = TIMING_MS
     log = tmp / "serve.log"
     args = ["serve", "--port", str(port), "--data-dir", str(tmp / "data"), "--workers", "2"]
     proc = start(args, env, log)

@@ -68,6 +68,7 @@ def run_worker(
         stale_after=timedelta(seconds=settings.stale_after_s),
         heartbeat_every_s=settings.heartbeat_every_s,
         num_trials_per_iter=settings.num_trials_per_iter,
+        timing_ms=settings.timing_ms,
         seed=settings.seed,
         target_ids=tuple(target_ids),
         rpc=rpc,

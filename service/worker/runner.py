@@ -49,6 +49,7 @@ class WorkerContext:
     stale_after: timedelta = timedelta(seconds=90)
     heartbeat_every_s: float = 10.0
     num_trials_per_iter: int = 64
+    timing_ms: int | None = None  # each timed kernel run's least length (ms); None: Measurer's
     seed: int | None = None
     target_ids: tuple[int, ...] = ()
     rpc: RpcSpec | None = None  # measure on a device behind a TVM RPC tracker instead of here
@@ -59,7 +60,7 @@ class WorkerContext:
 
     def measurer_for(self, kind: str) -> Measurer:
         """Where this worker runs kernels of a target kind."""
-        return Measurer(kind, self.rpc)
+        return Measurer(kind, self.rpc, self.timing_ms)
 
 
 def run_next(ctx: WorkerContext) -> str:

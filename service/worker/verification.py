@@ -129,9 +129,10 @@ def _pick_winner(
     job_id, mod = inputs.job.id, inputs.mod
     func = mod["main"]
     specs = arg_specs(func)
+    ms = measurer.timing_ms
     with measurer.session() as session:
         untuned = session.load(build_library(mod, target, work_dir / "untuned.so"))
-        untuned_time = time_module(untuned.module, untuned.device, specs)
+        untuned_time = time_module(untuned.module, untuned.device, specs, min_repeat_ms=ms)
         reference = Reference(inputs.workload, untuned.module, untuned.device, func)
         failures: list[str] = []
         verified: list[tuple[float, Record, Any, float, Path]] = []
@@ -147,7 +148,7 @@ def _pick_winner(
                 continue
             entry_specs = arg_specs(split.mod[split.entry])
             latency = time_module(
-                loaded.module, loaded.device, entry_specs, entry=split.entry
+                loaded.module, loaded.device, entry_specs, min_repeat_ms=ms, entry=split.entry
             ).median_us
             verified.append((latency, record, split, error, path))
         if not verified:
@@ -155,8 +156,9 @@ def _pick_winner(
             raise VerificationError(f"no candidate passed verification: {detail}")
         # The plain function is timed like the candidates, before and after them: on tiny
         # kernels a short search may find nothing faster (threads cost more than they save).
-        untuned_after = time_module(untuned.module, untuned.device, specs).median_us
-        untuned_us = (untuned_time.median_us + untuned_after) / 2
+        untuned_after = time_module(untuned.module, untuned.device, specs, min_repeat_ms=ms)
+        untuned_after_us = untuned_after.median_us
+        untuned_us = (untuned_time.median_us + untuned_after_us) / 2
         untuned_error = reference.check(untuned.module)
         latency, best, split, error, path = min(verified, key=lambda item: item[0])
         if split.packed and untuned_us >= latency:

@@ -10,7 +10,7 @@ import httpx
 import numpy as np
 import pytest
 
-from tests.conftest import free_port
+from tests.conftest import TIMING_MS, free_port
 from tests.e2e.helpers import cli, start, stop, wait_http, wait_job, wait_until
 
 pytestmark = pytest.mark.e2e
@@ -24,6 +24,7 @@ def test_serve_tunes_verifies_and_serves_a_matmul(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{port}"
     env = {k: v for k, v in os.environ.items() if not k.startswith("TUNEHUB_")}
     env["TUNEHUB_NUM_TRIALS_PER_ITER"] = "4"
+    env["TUNEHUB_TIMING_MS"] = TIMING_MS
     log = tmp_path / "serve.log"
     server = start(["serve", "--port", str(port), "--data-dir", str(tmp_path / "data")], env, log)
     try:
