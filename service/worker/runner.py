@@ -24,6 +24,7 @@ from tvm.target import Target
 
 from schedules_db.store import Store
 from schedules_db.values import JobState
+from service.settings import default_timing_ms
 from service.worker.heartbeat import Heartbeat, JobBeat
 from service.worker.job_store import LostOwnership, OwnedJob, load_inputs
 from service.worker.model_compile import compile_ready_models
@@ -49,7 +50,7 @@ class WorkerContext:
     stale_after: timedelta = timedelta(seconds=90)
     heartbeat_every_s: float = 10.0
     num_trials_per_iter: int = 64
-    timing_ms: int | None = None  # each timed kernel run's least length (ms); None: Measurer's
+    timing_ms: int = field(default_factory=default_timing_ms)  # each timed kernel run, at least
     seed: int | None = None
     target_ids: tuple[int, ...] = ()
     rpc: RpcSpec | None = None  # measure on a device behind a TVM RPC tracker instead of here

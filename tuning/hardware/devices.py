@@ -7,7 +7,6 @@ session for verifying and timing the kernels it publishes.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -19,12 +18,6 @@ from tuning.hardware.targets import device_for
 DEVICE_TYPES = {"llvm": "cpu", "c": "cpu"}  # target kind -> TVM device type, where they differ
 EVALUATOR = {"number": 3, "repeat": 1, "enable_cpu_cache_flush": False}
 TIMING_MS = 100  # each timed run of a kernel lasts at least this long (search and verification)
-
-
-def default_timing_ms() -> int:
-    """``$TUNEHUB_TIMING_MS`` when set (the test suite sets 10: it checks behaviour, not
-    speed), else `TIMING_MS`."""
-    return int(os.environ.get("TUNEHUB_TIMING_MS") or TIMING_MS)
 
 
 @dataclass(frozen=True)
@@ -61,11 +54,10 @@ class Loaded:
 
 class Measurer:
     """Runs kernels for one target kind, locally or through an RPC tracker; every timed run
-    lasts at least ``timing_ms`` (default: `default_timing_ms`)."""
+    lasts at least ``timing_ms`` (a worker's is its `service.settings.Settings.timing_ms`)."""
 
-    def __init__(self, kind: str, rpc: RpcSpec | None = None, timing_ms: int | None = None) -> None:
-        self.kind, self.rpc = kind, rpc
-        self.timing_ms = timing_ms if timing_ms is not None else default_timing_ms()
+    def __init__(self, kind: str, rpc: RpcSpec | None = None, timing_ms: int = TIMING_MS) -> None:
+        self.kind, self.rpc, self.timing_ms = kind, rpc, timing_ms
 
     def runner(self, timeout_sec: float = 60.0) -> Any:
         """The MetaSchedule runner measuring candidates (MetaSchedule's default evaluator)."""
