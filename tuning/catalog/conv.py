@@ -16,6 +16,7 @@ from tuning.catalog.dtypes import (
     compute_dtype,
     contraction_result,
     store_as,
+    summed_tolerance,
 )
 
 MAX_MACS = 2**36
@@ -206,7 +207,7 @@ class Conv2d(Operator[Conv2dParams]):
         return 2.0 * p.N * p.K * oh * ow * (p.C // p.groups) * p.R * p.S
 
     def float32_tolerance(self, p: Conv2dParams) -> tuple[float, float]:
-        return 1e-4, 1e-5 + 2e-7 * (p.C // p.groups) * p.R * p.S
+        return summed_tolerance((p.C // p.groups) * p.R * p.S)
 
 
 def _channel_bias(p: Conv2dParams, y: Any, bias: Any, relu: bool) -> Any:
@@ -401,7 +402,7 @@ class Conv2dTranspose(Operator[Conv2dTransposeParams]):
         return 2.0 * p.N * p.C * p.H * p.W * p.K * p.R * p.S
 
     def float32_tolerance(self, p: Conv2dTransposeParams) -> tuple[float, float]:
-        return 1e-4, 1e-5 + 2e-7 * p.C * p.R * p.S
+        return summed_tolerance(p.C * p.R * p.S)
 
 
 OPERATORS: list[Operator[Any]] = [

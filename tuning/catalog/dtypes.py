@@ -81,6 +81,12 @@ def round_to(expected: np.ndarray, dtype: str) -> np.ndarray:
     return expected
 
 
+def summed_tolerance(terms: int) -> tuple[float, float]:
+    """(rtol, atol) of a float32 result that sums ``terms`` products of magnitude <= 1 in an
+    order of the schedule's choosing: the rounding error grows with the terms."""
+    return 1e-4, 1e-5 + 2e-7 * terms
+
+
 def widen_tolerance(rtol: float, atol: float, out_dtype: str) -> tuple[float, float]:
     """The float32 tolerance turned into the one for a result of ``out_dtype``."""
     if np.issubdtype(np.dtype(out_dtype), np.integer):

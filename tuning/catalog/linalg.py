@@ -8,7 +8,13 @@ import numpy as np
 from pydantic import model_validator
 
 from tuning.catalog.base import Dim, Operator, OpParams
-from tuning.catalog.dtypes import FloatsAndInt8, compute_dtype, contraction_result, store_as
+from tuning.catalog.dtypes import (
+    FloatsAndInt8,
+    compute_dtype,
+    contraction_result,
+    store_as,
+    summed_tolerance,
+)
 from tuning.catalog.matmul import MAX_MACS
 
 
@@ -61,7 +67,7 @@ class BatchMatmul(Operator[BatchMatmulParams]):
         return 2.0 * params.B * params.M * params.N * params.K
 
     def float32_tolerance(self, params: BatchMatmulParams) -> tuple[float, float]:
-        return 1e-4, 1e-5 + 2e-7 * params.K
+        return summed_tolerance(params.K)
 
 
 class DenseParams(OpParams):
@@ -115,7 +121,7 @@ class Dense(Operator[DenseParams]):
         return 2.0 * params.M * params.N * params.K + (params.M * params.N if params.bias else 0)
 
     def float32_tolerance(self, params: DenseParams) -> tuple[float, float]:
-        return 1e-4, 1e-5 + 2e-7 * params.K
+        return summed_tolerance(params.K)
 
 
 OPERATORS: list[Operator[Any]] = [BatchMatmul(), Dense()]

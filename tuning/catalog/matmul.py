@@ -8,7 +8,13 @@ import numpy as np
 from pydantic import model_validator
 
 from tuning.catalog.base import Dim, Operator, OpParams
-from tuning.catalog.dtypes import FloatsAndInt8, compute_dtype, contraction_result, store_as
+from tuning.catalog.dtypes import (
+    FloatsAndInt8,
+    compute_dtype,
+    contraction_result,
+    store_as,
+    summed_tolerance,
+)
 
 MAX_MACS = 2**36  # ~137 GFLOP per call: beyond this one measurement takes seconds
 
@@ -62,5 +68,4 @@ class Matmul(Operator[MatmulParams]):
         return 2.0 * params.M * params.N * params.K
 
     def float32_tolerance(self, params: MatmulParams) -> tuple[float, float]:
-        # fp32 accumulation over K terms of magnitude <= 1: error grows ~ K * eps.
-        return 1e-4, 1e-5 + 2e-7 * params.K
+        return summed_tolerance(params.K)
