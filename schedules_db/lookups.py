@@ -15,15 +15,14 @@ they are as thread-safe as the store (see `schedules_db.store.base`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any, NamedTuple
 
-from sqlalchemy import Connection, CursorResult, Label, Select, bindparam, select
+from sqlalchemy import Select, bindparam, select
 
+from schedules_db.joins import connect, labelled_columns, split_rows
 from schedules_db.models import (
     ArtifactRow,
-    Base,
     JobRow,
     ScheduleRow,
     TargetRow,
@@ -73,29 +72,12 @@ class JobParts(NamedTuple):
     target: Target
 
 
-def _columns(model: type[Base], prefix: str, skip: Iterable[str] = ()) -> list[Label[Any]]:
-    return [c.label(f"{prefix}__{c.name}") for c in model.__table__.c if c.name not in skip]
-
-
-def _parts(result: CursorResult[Any], prefixes: str) -> list[list[dict[str, Any]]]:
-    """Split each joined row's ``prefix__column`` values into one dict per table."""
-    keys = result.keys()
-    names = [key.partition("__") for key in keys]
-    rows = []
-    for row in result:
-        values: dict[str, dict[str, Any]] = {prefix: {} for prefix in prefixes}
-        for (prefix, _, name), value in zip(names, row, strict=True):
-            values[prefix][name] = value
-        rows.append([values[prefix] for prefix in prefixes])
-    return rows
-
-
 def _schedule_query(detail: bool) -> Select[Any]:
     columns = [
-        *_columns(ScheduleRow, "s", skip=() if detail else ("tir",)),
-        *_columns(WorkloadRow, "w", skip=("mod_json",)),
-        *_columns(TargetRow, "t"),
-        *_columns(ArtifactRow, "a"),
+        *labelled_columns(ScheduleRow, "s", skip=() if detail else ("tir",)),
+        *labelled_columns(WorkloadRow, "w", skip=("mod_json",)),
+        *labelled_columns(TargetRow, "t"),
+        *labelled_columns(ArtifactRow, "a"),
     ]
     if detail:
         columns += [
@@ -117,9 +99,9 @@ def _schedule_query(detail: bool) -> Select[Any]:
 _SCHEDULE = _schedule_query(True).where(ScheduleRow.id == bindparam("id"))
 _JOB = (
     select(
-        *_columns(JobRow, "j"),
-        *_columns(WorkloadRow, "w", skip=("mod_json",)),
-        *_columns(TargetRow, "t"),
+        *labelled_columns(JobRow, "j"),
+        *labelled_columns(WorkloadRow, "w", skip=("mod_json",)),
+        *labelled_columns(TargetRow, "t"),
     )
     .join(WorkloadRow, WorkloadRow.id == JobRow.workload_id)
     .join(TargetRow, TargetRow.id == JobRow.target_id)
@@ -143,16 +125,10 @@ def _list_query(series: bool, operator: bool, target: bool, workload: bool) -> S
     return query
 
 
-def _connect(store: Store) -> Connection:
-    """A connection without a transaction: each lookup is one SELECT, consistent by itself,
-    and BEGIN/ROLLBACK would cost two more round trips on PostgreSQL."""
-    return store.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
-
-
 def schedule(store: Store, schedule_id: int) -> ScheduleDetail | None:
     """One schedule, its TIR and its record's trace included; None if there is none."""
-    with _connect(store) as conn:
-        rows = _parts(conn.execute(_SCHEDULE, {"id": schedule_id}), "swtar")
+    with connect(store) as conn:
+        rows = split_rows(conn.execute(_SCHEDULE, {"id": schedule_id}), "swtar")
     if not rows:
         return None
     found, workload, target, artifact, record = rows[0]
@@ -182,8 +158,8 @@ def schedules(
     }
     query = _list_query(*(value is not None for value in values.values()))
     params = {k: v for k, v in values.items() if v is not None}
-    with _connect(store) as conn:
-        rows = _parts(conn.execute(query, {**params, "limit": limit}), "swta")
+    with connect(store) as conn:
+        rows = split_rows(conn.execute(query, {**params, "limit": limit}), "swta")
     return [
         ScheduleParts(
             adopt(ScheduleInfo, found), adopt(WorkloadInfo, workload), adopt(Target, target),
@@ -195,8 +171,8 @@ def schedules(
 
 def job(store: Store, job_id: int) -> JobParts | None:
     """One job with its workload and target; None if there is none."""
-    with _connect(store) as conn:
-        rows = _parts(conn.execute(_JOB, {"id": job_id}), "jwt")
+    with connect(store) as conn:
+        rows = split_rows(conn.execute(_JOB, {"id": job_id}), "jwt")
     if not rows:
         return None
     found, workload, target = rows[0]
@@ -204,7 +180,7 @@ def job(store: Store, job_id: int) -> JobParts | None:
 
 
 _ARTIFACT = (
-    select(*_columns(ArtifactRow, "a"))
+    select(*labelled_columns(ArtifactRow, "a"))
     .join(ScheduleRow, ScheduleRow.artifact_id == ArtifactRow.id)
     .where(ScheduleRow.id == bindparam("id"))
 )
@@ -212,6 +188,6 @@ _ARTIFACT = (
 
 def artifact(store: Store, schedule_id: int) -> Artifact | None:
     """The artifact of a schedule; None if there is no schedule."""
-    with _connect(store) as conn:
-        rows = _parts(conn.execute(_ARTIFACT, {"id": schedule_id}), "a")
+    with connect(store) as conn:
+        rows = split_rows(conn.execute(_ARTIFACT, {"id": schedule_id}), "a")
     return adopt(Artifact, rows[0][0]) if rows else None

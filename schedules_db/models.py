@@ -217,6 +217,19 @@ class ApiTokenRow(Base):
     last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
 
 
+class DashboardSessionRow(Base):
+    """A dashboard login: the sha256 of a random session id (the cookie's value), the token
+    it was opened with (revoking the token ends it) and when it expires."""
+
+    __tablename__ = "dashboard_sessions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    session_sha256: Mapped[str] = mapped_column(String(64), unique=True, nullable=False)
+    token_id: Mapped[int] = mapped_column(ForeignKey("api_tokens.id"), nullable=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+
+
 class ModelRow(Base):
     """A whole-model job: an uploaded model (ONNX or Relax TVMScript, kept as an artifact),
     tuned through one ordinary job per extracted task (`ModelTaskRow`), then compiled whole by a

@@ -64,10 +64,10 @@ def hash_token(text: str) -> str:
 
 
 @overload
-def _utc(value: datetime) -> datetime: ...
+def as_utc(value: datetime) -> datetime: ...
 @overload
-def _utc(value: None) -> None: ...
-def _utc(value: datetime | None) -> datetime | None:
+def as_utc(value: None) -> None: ...
+def as_utc(value: datetime | None) -> datetime | None:
     """SQLite hands back naive datetimes; every stored time is UTC."""
     if value is not None and value.tzinfo is None:
         return value.replace(tzinfo=timezone.utc)
@@ -93,10 +93,10 @@ class TokenInfo:
             id=row.id,
             name=row.name,
             scopes=tuple(s for s in SCOPES if s in row.scopes),
-            created_at=_utc(row.created_at),
-            expires_at=_utc(row.expires_at),
-            revoked_at=_utc(row.revoked_at),
-            last_used_at=_utc(row.last_used_at),
+            created_at=as_utc(row.created_at),
+            expires_at=as_utc(row.expires_at),
+            revoked_at=as_utc(row.revoked_at),
+            last_used_at=as_utc(row.last_used_at),
         )
 
     @property
@@ -145,7 +145,7 @@ class TokenStore:
             )
         if not scopes or scopes - set(SCOPES):
             raise ValueError(f"scopes must be a non-empty subset of {', '.join(SCOPES)}")
-        expires_at = _utc(expires_at)
+        expires_at = as_utc(expires_at)
         if expires_at is not None and expires_at <= utcnow():
             raise ValueError(f"expiry {expires_at.isoformat()} is in the past")
         text = PREFIX + secrets.token_urlsafe(32)

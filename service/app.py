@@ -10,6 +10,7 @@ from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 
 from schedules_db import Store, make_engine, upgrade_schema
+from schedules_db.sessions import DashboardSessions
 from schedules_db.tokens import TokenStore
 from service.api import (
     catalog,
@@ -26,6 +27,7 @@ from service.api import (
 from service.api.deps import Services, install_services
 from service.api.models import Health
 from service.auth import document_responses
+from service.dashboard import install_dashboard
 from service.errors import recursion_error_handler, responses, validation_error_handler
 from service.limits import BodyLimit, route_caps
 from service.queue import JobQueue
@@ -58,6 +60,7 @@ def create_app(settings: Settings | None = None, run_reaper: bool = True) -> Fas
             queue=JobQueue(settings),
             tokens=TokenStore(engine),
             write_limiter=WriteLimiter(settings.write_rate_per_s, settings.write_burst),
+            sessions=DashboardSessions(engine),
         )
         install_services(app, services)
         settings.artifacts.mkdir(parents=True, exist_ok=True)
@@ -97,6 +100,7 @@ def create_app(settings: Settings | None = None, run_reaper: bool = True) -> Fas
     app.add_exception_handler(RequestValidationError, validation_error_handler)
     app.add_exception_handler(RecursionError, recursion_error_handler)
     app.add_middleware(BodyLimit, caps=route_caps(settings), default=settings.max_body_bytes)
+    install_dashboard(app)
 
     @app.get("/healthz", tags=["health"], response_model=Health, responses=responses(413))
     def healthz() -> dict[str, str]:

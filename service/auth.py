@@ -42,6 +42,7 @@ from service.api.deps import services
 from service.errors import invalid
 from service.reads import inline_ok
 from service.refusals import Refusal, refusal_schema
+from service.sessions import check_csrf, session_of
 
 log = logging.getLogger("tunehub.api")
 LOCAL, ANONYMOUS = "local", "anonymous"
@@ -159,7 +160,7 @@ class Access:
         self, request: Request, credentials: HTTPAuthorizationCredentials | None
     ) -> Identity:
         state = services(request)
-        lookup = credentials is not None and state.settings.auth
+        lookup = state.settings.auth and (credentials is not None or bool(session_of(request)))
         if lookup and not inline_ok(state.tokens.engine):  # across a network, or pool busy
             identity = await run_in_threadpool(self._identify, request, credentials)
         else:  # no I/O, or one indexed SELECT on a local store: not worth a hop (service.reads)
@@ -184,6 +185,12 @@ class Access:
         if not settings.auth:
             name = LOCAL if _is_loopback(address) else f"{LOCAL}@{address}"
             return Identity(name, frozenset(SCOPES), f"addr:{address}")
+        if credentials is None and (session := session_of(request)):
+            token = shared.sessions.find(session)
+            if token is None:
+                raise unauthorized("the dashboard session has ended: log in again", "session_ended")
+            check_csrf(request, session)
+            return _token_identity(token)
         if credentials is None:
             if self.anonymous and settings.anonymous_reads:
                 return Identity(ANONYMOUS, frozenset({READ}), f"addr:{address}")
@@ -193,10 +200,35 @@ class Access:
         token = shared.tokens.find(credentials.credentials)
         if token is None:
             raise unauthorized("unknown API token", "invalid_token")
-        state = token.state()
-        if state != "active":
-            raise unauthorized(f"API token {token.id} ({token.name}) is {state}", f"token_{state}")
+        return _token_identity(token)
+
+
+def _token_identity(token: TokenInfo) -> Identity:
+    """The identity of an active token; 401 naming its state otherwise."""
+    state = token.state()
+    if state != "active":
+        raise unauthorized(f"API token {token.id} ({token.name}) is {state}", f"token_{state}")
+    return Identity(token.name, token.effective, f"id:{token.name}", token)
+
+
+def viewer(request: Request) -> Identity | None:
+    """Who a dashboard page is shown to: ``local`` with auth off; with auth on, the identity of
+    the browser's session, else ``anonymous`` where anonymous reads are on, else None (the page
+    asks to log in). A session whose token is no longer active counts as none."""
+    shared = services(request)
+    settings = shared.settings
+    if not settings.auth:
+        address = request.client.host if request.client else ""
+        name = LOCAL if _is_loopback(address) else f"{LOCAL}@{address}"
+        return Identity(name, frozenset(SCOPES), f"addr:{address}")
+    session = session_of(request)
+    token = shared.sessions.find(session) if session else None
+    if token is not None and token.state() == "active":
         return Identity(token.name, token.effective, f"id:{token.name}", token)
+    if settings.anonymous_reads:
+        address = request.client.host if request.client else ""
+        return Identity(ANONYMOUS, frozenset({READ}), f"addr:{address}")
+    return None
 
 
 def _mark_used(tokens: TokenStore, token_id: int) -> None:

@@ -17,6 +17,7 @@ from typing import Annotated
 from fastapi import Depends, FastAPI, Request
 
 from schedules_db import Store
+from schedules_db.sessions import DashboardSessions
 from schedules_db.tokens import TokenStore
 from service.queue import JobQueue
 from service.quotas import WriteLimiter
@@ -33,6 +34,7 @@ class Services:
     queue: JobQueue
     tokens: TokenStore
     write_limiter: WriteLimiter
+    sessions: DashboardSessions
 
 
 def install_services(app: FastAPI, services: Services) -> None:

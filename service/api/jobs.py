@@ -6,16 +6,17 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from schedules_db import lookups
+from schedules_db import browse, lookups
 from schedules_db.values import FINAL_STATES, JobState
 from service.api.deps import QueueDep, ServicesDep, SettingsDep, StoreDep
 from service.api.models import JobOut
+from service.api.paging import PAGE_HEADERS, Paging, page_headers
 from service.api.usecases.cancel_job import cancel_job as cancel
 from service.api.usecases.create_job import create_job as create
 from service.api.views import job_view, job_with_parts, live_target_ids, present
@@ -46,19 +47,31 @@ def create_job(
     return job_view(store, settings, create(store, queue, settings, who, body))
 
 
-@router.get("", response_model=list[JobOut])
+@router.get(
+    "",
+    response_model=list[JobOut],
+    responses={200: {"description": "One page of jobs", "headers": PAGE_HEADERS}},
+)
 def list_jobs(
+    request: Request,
+    response: Response,
     who: AnyReader,
     store: StoreDep,
     settings: SettingsDep,
+    paging: Paging,
     state: str | None = Query(default=None),
-    limit: int = Query(default=100, ge=1, le=1000),
+    sort: Annotated[
+        Literal["id", "created", "trials", "best"], Query(description="what rows are sorted by")
+    ] = "id",
 ) -> list[dict[str, Any]]:
-    """Jobs, newest first."""
+    """Jobs, newest first unless ``sort`` / ``order`` say otherwise, one page (``offset``,
+    ``limit``) at a time: ``X-Total-Count`` holds how many match."""
     if state is not None and state not in {s.value for s in JobState}:
         raise invalid(("query", "state"), f"unknown state {state!r}", "enum", state)
+    page = browse.job_page(store, state, sort, paging.descending, paging.offset, paging.limit)
+    page_headers(request, response, page)
     live = live_target_ids(store, settings)
-    return [job_view(store, settings, job, live) for job in store.jobs.list_jobs(state, limit)]
+    return [job_with_parts(store, settings, *parts, live) for parts in page.rows]
 
 
 @router.get("/{job_id}", response_model=JobOut, responses=responses(404))

@@ -172,6 +172,16 @@ class ScheduleDetail(ScheduleOut):
     tir: str
 
 
+class CurvePointOut(BaseModel):
+    """One measured candidate of a tuning curve."""
+
+    record_id: int
+    job_id: int | None = Field(description="the job that measured it (null: imported)")
+    latency_us: float | None = Field(description="mean run time (null: it failed)")
+    failed: bool
+    created_at: Timestamp
+
+
 class WorkloadTarget(BaseModel):
     """A workload on one target: records measured and the verified best (if any)."""
 

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
-from schedules_db import lookups
+from schedules_db import browse, lookups
+from schedules_db.browse import ScheduleFilter
 from service.api.deps import ServicesDep, StoreDep
 from service.api.files import artifact_response
 from service.api.models import ScheduleDetail, ScheduleOut
+from service.api.paging import PAGE_HEADERS, Paging, page_headers
 from service.api.usecases.best_schedule import NOT_TUNED, best_schedule
 from service.api.usecases.target_names import target_id_of
 from service.api.views import schedule_detail_bytes
@@ -22,6 +24,8 @@ from service.fast_json import json_answer, json_bytes
 from service.reads import lookup
 from service.schemas import SHASH_PATTERN, RowId, schedule_json
 from service.strict_input import StrictRoute
+
+ScheduleSort = Literal["id", "date", "gflops", "latency", "speedup", "trials"]
 
 router = APIRouter(prefix="/schedules", tags=["schedules"], route_class=StrictRoute)
 
@@ -55,24 +59,46 @@ BEST_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
-@router.get("", response_model=list[ScheduleOut])
+@router.get(
+    "",
+    response_model=list[ScheduleOut],
+    responses={200: {"description": "One page of schedules", "headers": PAGE_HEADERS}},
+)
 async def list_schedules(
     request: Request,
     who: AnyReader,
     store: StoreDep,
-    operator: str | None = Query(default=None),
-    target: str | None = Query(default=None, description="key, label, 'host' or JSON"),
+    paging: Paging,
+    operator: Annotated[str | None, Query(max_length=64)] = None,
+    target: Annotated[
+        str | None, Query(max_length=4096, description="key, label, 'host' or JSON")
+    ] = None,
     workload_id: RowId | None = None,
-    limit: int = Query(default=100, ge=1, le=1000),
+    layout: Annotated[str | None, Query(max_length=16, description="the layout param")] = None,
+    dtype: Annotated[str | None, Query(max_length=16, description="the dtype param")] = None,
+    space: Annotated[str | None, Query(max_length=16, description="the search space")] = None,
+    origin: Annotated[
+        Literal["catalog", "user"] | None,
+        Query(description="provenance: a catalog operator or user TIR / a model's task"),
+    ] = None,
+    sort: Annotated[ScheduleSort, Query(description="what rows are sorted by")] = "id",
 ) -> Response:
-    """Verified best schedules, newest first."""
+    """Verified best schedules, newest first unless ``sort`` / ``order`` say otherwise, one page
+    (``offset``, ``limit``) at a time: ``X-Total-Count`` holds how many match the filters."""
     target_id = None
     if target is not None:
         target_id = await run_in_threadpool(target_id_of, store, target)
         if target_id is None:
-            return json_answer(request, b"[]")
-    found = await lookup(store, lookups.schedules, operator, target_id, workload_id, limit)
-    return json_answer(request, json_bytes([schedule_json(*parts) for parts in found]))
+            response = json_answer(request, b"[]")
+            response.headers["X-Total-Count"] = "0"
+            return response
+    where = ScheduleFilter(operator, target_id, workload_id, layout, dtype, space, origin)
+    page = await lookup(
+        store, browse.schedule_page, where, sort, paging.descending, paging.offset, paging.limit
+    )
+    response = json_answer(request, json_bytes([schedule_json(*parts) for parts in page.rows]))
+    page_headers(request, response, page)
+    return response
 
 
 @router.get("/best", response_model=ScheduleOut, responses=BEST_RESPONSES)

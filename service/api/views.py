@@ -9,13 +9,13 @@ shapes `service.api.models` documents).
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any, TypeVar
 
 from schedules_db import Store, lookups
-from schedules_db.values import Job, JobState, ScheduleInfo, Target, WorkloadInfo
+from schedules_db.values import Job, JobState, ScheduleInfo, Target, Worker, WorkloadInfo
 from service.fast_json import compact_json, with_raw_fields
-from service.schemas import job_json, schedule_json
+from service.schemas import iso, job_json, schedule_json
 from service.settings import Settings
 
 T = TypeVar("T")
@@ -84,3 +84,47 @@ def schedule_detail_bytes(parts: lookups.ScheduleDetail) -> bytes:
     body = schedule_json(*parts)
     trace = compact_json(parts.record.trace_json) if parts.record else "[[],[]]"
     return with_raw_fields(body, {"trace": trace, "tir": json.dumps(parts.schedule.tir)})
+
+
+def workers_view(store: Store, settings: Settings) -> list[dict[str, Any]]:
+    """Every registered worker as ``GET /workers`` shows it (see `worker_view`)."""
+    now = datetime.now(timezone.utc)
+    stale_after = timedelta(seconds=settings.stale_after_s)
+    targets = {
+        t.id: {"id": t.id, "label": t.label, "key": t.key} for t in store.catalog.list_targets()
+    }
+    return [worker_view(worker, targets, now, stale_after) for worker in store.fleet.list_workers()]
+
+
+def worker_view(
+    worker: Worker, targets: dict[int, dict[str, Any]], now: datetime, stale_after: timedelta
+) -> dict[str, Any]:
+    """A worker as ``GET /workers`` shows it: ``live``, ``stale`` or ``stopped`` by its last
+    heartbeat at ``now``, its targets (``targets``: id → {id, label, key}) by name."""
+    beat = (
+        worker.heartbeat_at
+        if worker.heartbeat_at.tzinfo
+        else worker.heartbeat_at.replace(tzinfo=now.tzinfo)
+    )
+    age = (now - beat).total_seconds()
+    status = (
+        "stopped"
+        if worker.stopped_at
+        else ("live" if age <= stale_after.total_seconds() else "stale")
+    )
+    return {
+        "name": worker.name,
+        "hostname": worker.hostname,
+        "pid": worker.pid,
+        "status": status,
+        "targets": [
+            targets.get(tid, {"id": tid, "label": "?", "key": "?"}) for tid in worker.target_ids
+        ],
+        "fingerprint": worker.fingerprint,
+        "rpc": worker.rpc,
+        "current_job_id": worker.current_job_id if status == "live" else None,
+        "started_at": iso(worker.started_at),
+        "heartbeat_at": iso(worker.heartbeat_at),
+        "heartbeat_age_s": round(age, 1),
+        "stopped_at": iso(worker.stopped_at),
+    }

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
+from starlette.concurrency import run_in_threadpool
 
+from schedules_db import browse
 from service.api.deps import StoreDep
-from service.api.models import WorkloadDetail, WorkloadOut
+from service.api.models import CurvePointOut, WorkloadDetail, WorkloadOut
+from service.api.usecases.target_names import target_id_of
 from service.api.views import present, schedule_view
 from service.auth import AnyReader
 from service.errors import not_found, responses
-from service.schemas import RowId, target_json, workload_json
+from service.schemas import RowId, iso, target_json, workload_json
 from service.strict_input import StrictRoute
 
 router = APIRouter(prefix="/workloads", tags=["workloads"], route_class=StrictRoute)
@@ -52,3 +55,32 @@ def get_workload(workload_id: RowId, who: AnyReader, store: StoreDep) -> dict[st
         )
     targets.sort(key=lambda t: (t["best"] is None, t["best"]["latency_us"] if t["best"] else 0))
     return {**workload_json(workload), "targets": targets}
+
+
+@router.get("/{workload_id}/records", response_model=list[CurvePointOut], responses=responses(404))
+async def list_records(
+    workload_id: RowId,
+    who: AnyReader,
+    store: StoreDep,
+    target: Annotated[str, Query(max_length=4096, description="key, label, 'host' or JSON")],
+    space: Annotated[str | None, Query(max_length=16, description="one search space")] = None,
+    limit: Annotated[int, Query(ge=1, le=20000)] = 20000,
+) -> list[dict[str, Any]]:
+    """The tuning curve of a (workload, target): every measured candidate in measurement
+    order, with the job that measured it; a failed one has ``latency_us`` null."""
+    if await run_in_threadpool(store.catalog.get_workload, workload_id) is None:
+        raise not_found("workload", workload_id)
+    target_id = await run_in_threadpool(target_id_of, store, target)
+    if target_id is None:
+        raise not_found("target", target)
+    points = await run_in_threadpool(browse.curve, store, workload_id, target_id, space, limit)
+    return [
+        {
+            "record_id": p.record_id,
+            "job_id": p.job_id,
+            "latency_us": p.latency_us,
+            "failed": p.latency_us is None,
+            "created_at": iso(p.created_at),
+        }
+        for p in points
+    ]

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from schedules_db import lookups, values
+from schedules_db import browse, lookups, values
 from schedules_db.models import Base
 from schedules_db.reader import SqlScheduleReader
 from schedules_db.store import Store
@@ -45,6 +45,8 @@ VALUES = (
 def _public(owner: type | ModuleType) -> Iterator[tuple[str, Callable[..., Any]]]:
     for name, member in inspect.getmembers(owner, inspect.isfunction):
         module = getattr(member, "__module__", "")
+        if isinstance(owner, ModuleType) and module != owner.__name__:
+            continue  # imported into the module (its SQL helpers): checked where defined
         if not name.startswith("_") and module.startswith(("schedules_db", "schedule_reads")):
             yield name, member
 
@@ -58,14 +60,18 @@ def _leaves(annotation: Any) -> Iterator[Any]:
 
 METHODS = [
     (f"{owner.__name__}.{name}", method)
-    for owner in (*AGGREGATES, lookups)
+    for owner in (*AGGREGATES, lookups, browse)
     for name, method in _public(owner)
 ]
 
 
 def test_every_aggregate_is_walked() -> None:
     owners = {name.rpartition(".")[0] for name, _ in METHODS}
-    assert owners == {*(owner.__name__ for owner in AGGREGATES), "schedules_db.lookups"}
+    assert owners == {
+        *(owner.__name__ for owner in AGGREGATES),
+        "schedules_db.lookups",
+        "schedules_db.browse",
+    }
     assert len(METHODS) >= 50
 
 

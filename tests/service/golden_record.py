@@ -21,6 +21,8 @@ RECORDED_HEADERS = (
     "www-authenticate",
     "retry-after",
     "cache-control",
+    "x-total-count",
+    "link",
 )
 
 TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:[+-]\d\d:\d\d|Z)?")
@@ -142,8 +144,13 @@ class Recorder:
         return response
 
 
+# The dashboard's HTML pages and stylesheet: tested in a browser (tests/dashboard), not here.
+DASHBOARD_PAGES = ("service.dashboard.pages", "service.dashboard")
+
+
 def app_routes(app: Any) -> set[str]:
-    """``"METHOD path"`` of every route the app serves (HEAD only where it is not GET's)."""
+    """``"METHOD path"`` of every route the app serves (HEAD only where it is not GET's), but
+    the dashboard's pages."""
     try:  # FastAPI >= 0.16x includes routers lazily: walk the effective routes
         from fastapi.routing import iter_route_contexts
     except ImportError:  # pragma: no cover - older FastAPI: app.routes is flat
@@ -152,6 +159,9 @@ def app_routes(app: Any) -> set[str]:
         routes = iter_route_contexts(app.routes)
     found = set()
     for route in routes:
+        endpoint = getattr(route, "endpoint", None)
+        if getattr(endpoint, "__module__", "") in DASHBOARD_PAGES:
+            continue
         methods = set(getattr(route, "methods", None) or ())
         if "GET" in methods:
             methods.discard("HEAD")

@@ -266,7 +266,11 @@ def _tour(api: Recorder) -> None:
     for query in ({"state": "queued"}, {"state": "succeeded"}, {"state": "running"},
                   {"state": "cancelled", "limit": 1}, {"limit": 2}):  # fmt: skip
         call("GET", jobs, query=query)
-    for query in ({"state": "done"}, {"limit": 0}, {"limit": 1001}, {"limit": "many"}):
+    for query in ({"sort": "trials", "order": "asc"}, {"limit": 3, "offset": 3},
+                  {"sort": "best", "offset": 9}):  # fmt: skip
+        call("GET", jobs, query=query)
+    for query in ({"state": "done"}, {"limit": 0}, {"limit": 1001}, {"limit": "many"},
+                  {"sort": "speed"}, {"order": "up"}, {"offset": -1}):  # fmt: skip
         call("GET", jobs, query=query)
     for job_id in range(1, 11):
         call("GET", job, job_id=job_id)
@@ -289,9 +293,16 @@ def _tour(api: Recorder) -> None:
         {"target": json.dumps(UNKNOWN)},
         {"workload_id": 4},
         {"limit": 1},
+        {"limit": 1, "offset": 1},
+        {"sort": "gflops"},
+        {"sort": "latency", "order": "asc"},
+        {"dtype": "float32", "layout": "NCHW"},
+        {"origin": "user"},
+        {"space": "packed"},
     ):
         call("GET", schedules, query=query)
-    for query in ({"target": "nope"}, {"workload_id": 0}, {"limit": 1001}):
+    for query in ({"target": "nope"}, {"workload_id": 0}, {"limit": 1001}, {"sort": "name"},
+                  {"origin": "elsewhere"}, {"offset": -1}):  # fmt: skip
         call("GET", schedules, query=query)
     one = call("GET", schedules + "/{schedule_id}", schedule_id=1)
     call("GET", schedules + "/{schedule_id}", headers={"If-None-Match": one.headers["etag"]},
@@ -316,6 +327,14 @@ def _tour(api: Recorder) -> None:
         call("GET", API + "/workloads/{workload_id}", workload_id=workload_id)
     call("GET", API + "/workloads/{workload_id}", workload_id=999)
     call("GET", API + "/workloads/{workload_id}", workload_id=0)
+    records = API + "/workloads/{workload_id}/records"
+    call("GET", records, workload_id=1, query={"target": "skylake-avx512-3c"})
+    call("GET", records, workload_id=1, query={"target": "skylake-avx512-3c", "space": "nope"})
+    call("GET", records, workload_id=1, query={"target": "skylake-avx512-3c", "limit": 1})
+    call("GET", records, workload_id=1, query={"target": "cuda-sm_90"}, why="never stored")
+    call("GET", records, workload_id=999, query={"target": "skylake-avx512-3c"})
+    call("GET", records, workload_id=1)
+    call("GET", records, workload_id=1, query={"target": "nope"})
 
     # Export and import.
     key = api.exchanges[0]["json"]["target"]["key"]
@@ -436,6 +455,17 @@ def _tour(api: Recorder) -> None:
     call("POST", tasks, body={**sent, "tasks": []})
     call("POST", tasks, body=sent, why="no tuned neighbour of its kind: a tuning job")
     call("POST", tasks, body=sent, why="sent again: the job under way, not a second one")
+
+    # The dashboard's login (issue 17): a token for a session cookie, and logout. Last: the
+    # recorder's client keeps the cookie, which authenticates what it sends without a token.
+    session, logout = "/dashboard/session", "/dashboard/logout"
+    call("POST", session, "anonymous", body={"token": "thb_unknown"})
+    call("POST", session, "anonymous", body={"token": ""})
+    call("POST", session, "anonymous", body={"token": api.tokens["reader"]})
+    call("GET", API + "/me", "anonymous", why="the session cookie identifies the reader")
+    call("POST", logout, "anonymous", why="a session's writes need its CSRF token")
+    api.http.cookies.clear()
+    call("POST", logout, "anonymous", why="no session: nothing to end")
 
 
 def _task_json() -> str:

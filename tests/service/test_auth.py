@@ -121,6 +121,9 @@ SAMPLES = {
     ("GET", "/api/v1/schedules/{schedule_id}/artifact"): Sample(404, path={"schedule_id": "none"}),
     ("GET", "/api/v1/workloads"): Sample(200),
     ("GET", "/api/v1/workloads/{workload_id}"): Sample(200, path={"workload_id": "workload"}),
+    ("GET", "/api/v1/workloads/{workload_id}/records"): Sample(
+        200, path={"workload_id": "workload"}, query={"target": "host"}
+    ),
     ("GET", "/api/v1/export"): Sample(200, query={"target": "host"}),
     ("POST", "/api/v1/import"): Sample(422, body={}),
     ("GET", "/api/v1/operators"): Sample(200),

@@ -46,7 +46,8 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> FastAPI:
 
 
 def api_routes(app: FastAPI) -> list[tuple[str, APIRoute]]:
-    """(``"METHOD path"``, route) of every API route the app serves."""
+    """(``"METHOD path"``, route) of every API route the app serves (the dashboard's HTML pages
+    are left out of the schema, and out of this)."""
     try:  # FastAPI >= 0.16x includes routers lazily: walk the effective routes
         from fastapi.routing import iter_route_contexts
     except ImportError:  # pragma: no cover - older FastAPI: app.routes is flat
@@ -56,7 +57,7 @@ def api_routes(app: FastAPI) -> list[tuple[str, APIRoute]]:
     found = []
     for context in contexts:
         route = getattr(context, "original_route", context)
-        if isinstance(route, APIRoute):
+        if isinstance(route, APIRoute) and route.include_in_schema:  # not the dashboard's pages
             found += [(f"{method} {context.path}", route) for method in sorted(context.methods)]
     return found
 

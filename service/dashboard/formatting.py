@@ -1,0 +1,54 @@
+"""How pages print numbers and times (Jinja filters): latencies in the unit that suits them,
+GFLOPS and ratios with sensible digits, ages in seconds to days."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+
+def latency(us: float | None) -> str:
+    """``12.3 us``, ``4.56 ms``, ``1.23 s``; an en dash for None."""
+    if us is None:
+        return "–"
+    if us < 1000:
+        return f"{us:.3g} us" if us < 100 else f"{us:.0f} us"
+    if us < 1e6:
+        return f"{us / 1e3:.3g} ms"
+    return f"{us / 1e6:.3g} s"
+
+
+def number(value: float | None, digits: int = 3) -> str:
+    """A number with ``digits`` significant digits (thousands unabridged); en dash for None."""
+    if value is None:
+        return "–"
+    if abs(value) >= 10**digits:
+        return f"{value:,.0f}"
+    return f"{value:.{digits}g}"
+
+
+def ratio(value: float | None) -> str:
+    """``12.3x``; en dash for None."""
+    return "–" if value is None else f"{number(value)}x"
+
+
+def age(when: str | datetime | None, now: datetime | None = None) -> str:
+    """How long ago an ISO time (or datetime) was: ``42 s``, ``5 min``, ``3 h``, ``2 d``."""
+    if when is None:
+        return "–"
+    moment = datetime.fromisoformat(when) if isinstance(when, str) else when
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    seconds = max(0.0, ((now or datetime.now(timezone.utc)) - moment).total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f} {unit}"
+    return f"{seconds:.0f} s"
+
+
+def params(values: dict[str, Any]) -> str:
+    """An operator's params as ``M=64 N=64 dtype=float32``."""
+    return " ".join(f"{k}={v}" for k, v in values.items())
+
+
+FILTERS = {"latency": latency, "number": number, "ratio": ratio, "age": age, "params": params}

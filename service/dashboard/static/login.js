@@ -1,0 +1,21 @@
+"use strict";
+// The token is sent once, in a JSON body, and exchanged for an HttpOnly session cookie; it is
+// never put in a URL or in the browser's storage, and the field is cleared at once.
+(function () {
+  const form = document.getElementById("login-form");
+  if (!form) return;
+  form.addEventListener("submit", async function (e) {
+    e.preventDefault();
+    const input = document.getElementById("token");
+    const token = input.value.trim();
+    input.value = "";
+    const r = await tunehub.api("POST", "/dashboard/session", { token: token });
+    if (r.ok) {
+      const next = form.dataset.next;
+      window.location.assign(next.startsWith("/") && !next.startsWith("//") ? next : "/");
+    } else {
+      document.getElementById("login-error").textContent =
+        (r.data && typeof r.data.detail === "string") ? r.data.detail : "login failed (" + r.status + ")";
+    }
+  });
+})();

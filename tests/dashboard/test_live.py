@@ -1,0 +1,88 @@
+"""The dashboard against `tunehub serve` as `make run` starts it (API + a local worker, SQLite):
+a job submitted from the form, followed live to `succeeded`, and a running job cancelled from
+its page."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from playwright.sync_api import Browser, Page, expect
+
+from tests.conftest import TIMING_MS, free_port
+from tests.dashboard.conftest import open_tab
+from tests.e2e.helpers import start, stop, wait_http
+
+pytestmark = pytest.mark.e2e
+TRIALS = 12  # three batches of 4: the curve grows three times
+
+
+def _watch(page: Page, until: str, timeout_s: float) -> list[int]:
+    """The curve's point counts seen while the job page runs, until its state is ``until``."""
+    seen: list[int] = []
+    deadline = time.monotonic() + timeout_s
+    job = page.locator("#job")
+    while job.get_attribute("data-state") != until:
+        assert time.monotonic() < deadline, f"job state {job.get_attribute('data-state')}"
+        assert job.get_attribute("data-state") in ("queued", "running"), page.inner_text("#error")
+        points = int(page.locator("#curve").get_attribute("data-points") or 0)
+        if not seen or seen[-1] != points:
+            seen.append(points)
+        time.sleep(0.1)
+    return seen
+
+
+def test_submit_watch_and_cancel_against_make_runs_server(browser: Browser, tmp_path: Path) -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TUNEHUB_")}
+    env["TUNEHUB_NUM_TRIALS_PER_ITER"] = "4"
+    env["TUNEHUB_TIMING_MS"] = TIMING_MS
+    log = tmp_path / "serve.log"
+    server = start(["serve", "--port", str(port), "--data-dir", str(tmp_path / "data")], env, log)
+    try:
+        wait_http(f"{url}/healthz", server, log)
+        for tab in open_tab(browser, url):
+            page = tab.open("/submit")
+            page.wait_for_selector("#submit-form[data-ready=yes]", state="attached")
+            page.select_option("#operator", "matmul")
+            for name, value in (("M", "0"), ("N", "32"), ("K", "32")):
+                page.fill(f"#param-{name}", value)
+            page.fill("#trials", str(TRIALS))
+            page.select_option("#space", "plain")
+            page.click("#submit")
+            message = page.locator('.field-error[data-field="params.M"]')
+            expect(message).to_have_text("Input should be greater than or equal to 1")
+            assert httpx.get(f"{url}/api/v1/jobs").headers["x-total-count"] == "0"
+            tab.shot("submit-422")
+
+            page.fill("#param-M", "32")
+            page.click("#submit")
+            page.wait_for_url(lambda u: "/jobs/" in u)
+            seen = _watch(page, "succeeded", 400)
+            expect(page.locator("#curve")).to_have_attribute("data-points", str(TRIALS))
+            assert page.locator("#progress").evaluate("p => p.value") == TRIALS
+            growing = [n for n in seen if 0 < n < TRIALS]
+            assert growing, f"the curve never grew in steps: {seen}"
+            assert seen == sorted(seen)
+            expect(page.locator("#schedule-link a")).to_have_text("schedule 1")
+            tab.shot("job-succeeded")
+
+            big = {"operator": {"name": "matmul", "params": {"M": 256, "N": 256, "K": 256}},
+                   "target": "host", "trials": 400, "space": "plain"}  # fmt: skip
+            job = httpx.post(f"{url}/api/v1/jobs", json=big, timeout=60).json()
+            page = tab.open(f"/jobs/{job['id']}")
+            expect(page.locator("#job")).to_have_attribute("data-state", "running", timeout=120_000)
+            tab.shot("job-running")
+            page.click("#cancel")
+            expect(page.locator("#job")).to_have_attribute(
+                "data-state", "cancelled", timeout=120_000
+            )
+            expect(page.locator("#cancel")).to_be_hidden()
+            assert httpx.get(f"{url}/api/v1/jobs/{job['id']}").json()["state"] == "cancelled"
+            tab.shot("job-cancelled")
+    finally:
+        stop(server)
