@@ -45,6 +45,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from service.client import TunehubClient  # noqa: E402
+from tuning.hardware.peak import measured_peak_gflops  # noqa: E402
 
 
 def nominal_peak_gflops(cores: int) -> tuple[float, str]:
@@ -68,50 +69,6 @@ def nominal_peak_gflops(cores: int) -> tuple[float, str]:
         per_cycle = 8
     peak = cores * mhz / 1000 * per_cycle
     return peak, f"{cores} cores x {mhz / 1000:.2f} GHz x {per_cycle} FLOP/cycle"
-
-
-def measured_peak_gflops(target: dict, threads: int, lanes: int) -> float:
-    """fp32 FMA throughput of this machine, measured: one thread per core, each running 16
-    (AVX2: 8) independent vector FMA chains held in registers (no memory traffic), compiled by
-    TVM for ``target``. What a perfect kernel could reach on these cores at the clock they
-    really run."""
-    import tvm
-    import tvm.s_tir as s_tir
-    from tvm import te
-
-    # acc[a] += x[a % 4] * y: `acc` chains and 5 operands in registers, `acc` FMAs per
-    # iteration. AVX-512 has 32 vector registers (16 chains); AVX2 has 16, where 16 chains spill
-    # (measured on a Zen 4 VM without AVX-512: 91 GFLOPS of a nominal 166) and 8 chains, 2 FMA
-    # pipes x 4 cycles of latency, keep both pipes busy.
-    acc, depth = (16 if lanes >= 16 else 8), 1 << 20
-    x = te.placeholder((threads, 4, lanes), name="x")
-    y = te.placeholder((threads, lanes), name="y")
-    k = te.reduce_axis((0, depth), name="k")
-    out = te.compute(
-        (threads, acc, lanes),
-        lambda t, a, v: te.sum(x[t, a % 4, v] * y[t, v], axis=k),
-        name="chains",
-    )
-    # enable_check=False: vectorizing a decomposed reduction is what MetaSchedule does too.
-    sch = s_tir.Schedule(te.create_prim_func([x, y, out]), enable_check=False)
-    block = sch.get_sblock("chains")
-    t, a, v, kk = sch.get_loops(block)
-    sch.reorder(t, kk, a, v)
-    sch.reverse_compute_at(sch.cache_write(block, 0, "local"), t)
-    sch.decompose_reduction(block, kk)
-    sch.unroll(a)
-    sch.vectorize(v)
-    sch.parallel(t)
-    lib = tvm.compile(sch.mod, target=tvm.target.Target(target)).mod
-    dev = tvm.cpu(0)
-    rng = np.random.default_rng(0)
-    args = [
-        tvm.runtime.tensor(rng.random((threads, 4, lanes), dtype=np.float32), dev),
-        tvm.runtime.tensor(rng.random((threads, lanes), dtype=np.float32), dev),
-        tvm.runtime.empty((threads, acc, lanes), "float32", dev),
-    ]
-    secs = min(lib.time_evaluator("main", dev, number=3, repeat=5)(*args).results)
-    return 2 * threads * acc * lanes * depth / secs / 1e9
 
 
 def settle() -> None:

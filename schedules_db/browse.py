@@ -45,6 +45,7 @@ SCHEDULE_SORTS: dict[str, Any] = {
     "gflops": _GFLOPS,
     "latency": ScheduleRow.latency_us,
     "speedup": ScheduleRow.untuned_latency_us / ScheduleRow.latency_us,
+    "peak": _GFLOPS / TargetRow.peak_gflops,
     "trials": ScheduleRow.trials,
     "id": ScheduleRow.id,
 }
@@ -102,9 +103,10 @@ class ScheduleFilter:
 
 
 def _order(column: Any, tie: Any, descending: bool) -> list[Any]:
+    """ORDER BY ``column`` then ``tie``; rows without a value (no peak measured) last."""
     if descending:
-        return [column.desc(), tie.desc()]
-    return [column.asc(), tie.asc()]
+        return [column.desc().nulls_last(), tie.desc()]
+    return [column.asc().nulls_last(), tie.asc()]
 
 
 def _count(conn: Any, query: Select[Any]) -> int:

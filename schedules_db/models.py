@@ -46,6 +46,9 @@ class TargetRow(Base):
     label: Mapped[str] = mapped_column(String(128), nullable=False)
     fingerprint: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False, default=dict)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    # fp32 FMA GFLOPS a worker of this target measured at its start (tuning.hardware.peak);
+    # NULL until one did (non-CPU targets, RPC devices).
+    peak_gflops: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
 class WorkloadRow(Base):

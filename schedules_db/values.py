@@ -71,6 +71,7 @@ class Target:
     label: str
     fingerprint: dict[str, Any]
     created_at: datetime
+    peak_gflops: float | None
 
 
 @dataclass(frozen=True)

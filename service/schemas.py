@@ -202,6 +202,7 @@ def target_json(target: Target) -> dict[str, Any]:
         "kind": target.kind,
         "canonical": json.loads(target.canonical_json),
         "fingerprint": target.fingerprint,
+        "peak_gflops": target.peak_gflops,
     }
 
 

@@ -68,6 +68,14 @@ class CatalogRows(Aggregate):
                 row = s.scalar(select(TargetRow).where(TargetRow.label == key_or_label))
             return None if row is None else value_of(Target, row)
 
+    def set_peak(self, target_id: int, gflops: float) -> None:
+        """Record the fp32 FMA peak a worker of this target measured (the latest wins: a
+        machine's clock drifts, and the peak is what it reaches now)."""
+        with self._session() as s:
+            row = s.get(TargetRow, target_id)
+            if row is not None:
+                row.peak_gflops = gflops
+
     def list_targets(self) -> list[Target]:
         """Every known target, oldest first."""
         with self._session() as s:

@@ -35,6 +35,9 @@ class TargetOut(BaseModel):
     kind: str
     canonical: dict[str, Any] = Field(description="the canonical TVM target JSON")
     fingerprint: dict[str, Any]
+    peak_gflops: float | None = Field(
+        description="the fp32 FMA peak its worker measured at start (null: none measured)"
+    )
 
 
 class ServedTarget(TargetOut):

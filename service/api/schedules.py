@@ -25,7 +25,7 @@ from service.reads import lookup
 from service.schemas import SHASH_PATTERN, RowId, schedule_json
 from service.strict_input import StrictRoute
 
-ScheduleSort = Literal["id", "date", "gflops", "latency", "speedup", "trials"]
+ScheduleSort = Literal["id", "date", "gflops", "latency", "speedup", "peak", "trials"]
 
 router = APIRouter(prefix="/schedules", tags=["schedules"], route_class=StrictRoute)
 

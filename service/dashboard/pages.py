@@ -94,7 +94,7 @@ def overview(request: Request, who: Viewer, services: ServicesDep) -> HTMLRespon
     )
 
 
-ScheduleSort = Literal["date", "gflops", "latency", "speedup", "trials", "id"]
+ScheduleSort = Literal["date", "gflops", "latency", "speedup", "peak", "trials", "id"]
 
 
 @router.get("/schedules", response_class=HTMLResponse)

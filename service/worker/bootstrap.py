@@ -19,9 +19,25 @@ from service.worker.task import register_tune_task
 from tuning.hardware.devices import RpcSpec
 from tuning.hardware.host import current_tvm_series, host_fingerprint
 from tuning.hardware.intrinsics import load_tensor_intrinsics
+from tuning.hardware.peak import target_peak_gflops
 from tuning.hardware.threads import pin_runtime_threads, target_threads
 
 log = logging.getLogger("tunehub.worker")
+
+
+def measure_peaks(
+    store: Store, target_ids: list[int], canonicals: list[dict[str, Any]]
+) -> dict[str, float]:
+    """Measure each CPU target's fp32 FMA peak on this machine (about a second each) and record
+    it on the target; returns {target id: GFLOPS} for the worker's fingerprint."""
+    found = {}
+    for target_id, canonical in zip(target_ids, canonicals, strict=True):
+        peak = target_peak_gflops(canonical)
+        if peak is not None:
+            store.catalog.set_peak(target_id, peak)
+            found[str(target_id)] = round(peak, 1)
+            log.info("target %s: fp32 FMA peak %.0f GFLOPS", target_id, peak)
+    return found
 
 
 def run_worker(
@@ -60,6 +76,8 @@ def run_worker(
         log.info("CPU kernels may use up to %d threads", pin_runtime_threads(max(threads)))
     loaded = load_tensor_intrinsics(canonicals)
     log.info("tensor intrinsics registered: %s", ", ".join(loaded))
+    if rpc is None:  # an RPC worker's kernels run on the device, not on this machine
+        machine = {**machine, "peak_gflops": measure_peaks(store, target_ids, canonicals)}
     node = name or f"tunehub-{uuid.uuid4().hex[:8]}@{socket.gethostname()}"
     context = WorkerContext(
         store=store,

@@ -76,10 +76,12 @@ def seed(engine: Engine, schedules: int, records_for_first: int = 12, seed: int 
             key = f"{n:032x}"
             canonical = f'{{"kind": "llvm", "mcpu": "cpu{n}", "num-cores": {n + 2}}}'
             fingerprint = {"cpu_model": f"{label} CPU", "cores": n + 2}
+            peak = (400.0, 150.0, None)[n]  # the third target's peak was never measured
             target_ids.append(
                 conn.execute(
                     insert(TargetRow).values(key=key, canonical_json=canonical, kind="llvm",
-                                             label=label, fingerprint=fingerprint, created_at=NOW)
+                                             label=label, fingerprint=fingerprint, created_at=NOW,
+                                             peak_gflops=peak)
                 ).inserted_primary_key[0]  # type: ignore[index]
             )  # fmt: skip
         artifact_id = conn.execute(
@@ -161,7 +163,8 @@ def seed(engine: Engine, schedules: int, records_for_first: int = 12, seed: int 
             conn.execute(
                 insert(WorkerRow).values(
                     name=name, hostname="vm", pid=1, target_ids=target_ids[:2],
-                    fingerprint={"cpu_model": "test CPU", "cores": 2}, rpc=None,
+                    fingerprint={"cpu_model": "test CPU", "physical_cores": 2,
+                                 "peak_gflops": {str(target_ids[0]): 400.0}}, rpc=None,
                     current_job_id=job_ids["running"] if stopped is None else None,
                     started_at=NOW, heartbeat_at=beat, stopped_at=stopped)
             )  # fmt: skip

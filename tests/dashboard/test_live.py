@@ -70,6 +70,11 @@ def test_submit_watch_and_cancel_against_make_runs_server(browser: Browser, tmp_
             assert seen == sorted(seen)
             expect(page.locator("#schedule-link a")).to_have_text("schedule 1")
             tab.shot("job-succeeded")
+            # The worker measured its target's FMA peak at start: schedules show their share.
+            host = httpx.get(f"{url}/api/v1/schedules/1").json()["target"]
+            assert host["peak_gflops"] > 0
+            page = tab.open("/schedules/1")
+            expect(page.locator(".facts")).to_contain_text("% of")
 
             big = {"operator": {"name": "matmul", "params": {"M": 256, "N": 256, "K": 256}},
                    "target": "host", "trials": 400, "space": "plain"}  # fmt: skip

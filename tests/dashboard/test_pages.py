@@ -77,6 +77,23 @@ def test_filter_and_sort_schedules_as_the_store_would(tab: Tab, site: Site) -> N
     assert api.headers["x-total-count"] == str(len(expected))
 
 
+def test_sorted_by_fraction_of_peak_unmeasured_targets_last(tab: Tab, site: Site) -> None:
+    page = tab.open("/schedules?sort=peak&order=desc")
+    store = site.store
+    peaks = {t.id: t.peak_gflops for t in store.catalog.list_targets()}
+    rows = []
+    for s in store.schedules.list_schedules(limit=100_000):
+        workload = store.catalog.get_workload(s.workload_id)
+        assert workload is not None
+        peak = peaks[s.target_id]
+        share = workload.flop / s.latency_us / 1e3 / peak if peak else None
+        rows.append((share is None, -(share or 0), -s.id, s.id))
+    expected = [row[-1] for row in sorted(rows)][:50]
+    assert _row_ids(page, "schedules") == expected
+    last = page.locator("#schedules tbody tr").last.locator("td").nth(7)
+    expect(last).to_have_text("–")  # the 50th row's target never measured its peak
+
+
 def test_a_page_of_schedules_pages_on(tab: Tab, site: Site) -> None:
     page = tab.open("/schedules?sort=trials")
     first = _row_ids(page, "schedules")

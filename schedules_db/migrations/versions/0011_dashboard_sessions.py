@@ -1,4 +1,5 @@
-"""dashboard sessions: a login's cookie, hashed, tied to the token it was opened with
+"""dashboard: sessions (a login's cookie, hashed, tied to the token it was opened with) and
+each target's measured FMA peak
 
 Revision ID: 0011
 Revises: 0010
@@ -15,6 +16,7 @@ depends_on = None
 
 
 def upgrade() -> None:
+    op.add_column("targets", sa.Column("peak_gflops", sa.Float(), nullable=True))
     op.create_table(
         "dashboard_sessions",
         sa.Column("id", sa.Integer(), nullable=False),
@@ -30,3 +32,4 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_table("dashboard_sessions")
+    op.drop_column("targets", "peak_gflops")
