@@ -21,6 +21,7 @@ from schedules_db.models import utcnow
 from schedules_db.tokens import ADMIN, SCOPES, SUBMIT, SUBMIT_CODE
 from schedules_db.values import FINAL_STATES, JobState
 from service.api.deps import ServicesDep
+from service.api.model_views import model_view
 from service.api.usecases.target_names import target_id_of
 from service.api.views import job_with_parts, live_target_ids, workers_view
 from service.auth import Identity, viewer
@@ -36,6 +37,7 @@ templates = Jinja2Templates(directory=Path(__file__).parent / "templates")
 templates.env.filters.update(FILTERS)
 router = APIRouter(include_in_schema=False, route_class=StrictRoute)
 PAGE_ROWS = 50
+MODEL_FINAL = ("succeeded", "failed", "cancelled")
 
 
 def page_viewer(request: Request) -> Identity:
@@ -196,10 +198,12 @@ def jobs(
     store, settings = services.store, services.settings
     page = browse.job_page(store, state.value if state else None, offset=offset, limit=PAGE_ROWS)
     live = live_target_ids(store, settings)
+    models = [model_view(store, m, with_tasks=False) for m in store.models.list_models(10)]
     return render(
         request,
         who,
         "jobs.html",
+        models=models,
         rows=[job_with_parts(store, settings, *parts, live) for parts in page.rows],
         page=page,
         state=state.value if state else None,
@@ -229,6 +233,17 @@ def job(
         final=final,
         may_cancel=not final and who.can(SUBMIT) and who.owns(shown["submitted_by"]),
     )
+
+
+@router.get("/models/{model_id}", response_class=HTMLResponse)
+def model(model_id: RowId, request: Request, who: Viewer, services: ServicesDep) -> HTMLResponse:
+    """A whole-model job: its tasks, each with its job's progress (``model.js`` refreshes them
+    from ``GET /api/v1/models/{id}`` until the model is final)."""
+    found = services.store.models.get(model_id)
+    if found is None:
+        raise not_found("model", model_id)
+    shown = model_view(services.store, found)
+    return render(request, who, "model.html", m=shown, final=shown["state"] in MODEL_FINAL)
 
 
 @router.get("/workers", response_class=HTMLResponse)

@@ -6,7 +6,8 @@ What `seed` writes: ``targets`` (the first labelled with an XSS probe, `XSS`), f
 ``schedules`` schedules a catalog or user workload (matmul / conv2d / dense shapes, layouts
 NCHW/NHWC, dtypes float32/float16, spaces plain/packed) on one of the targets, one shared
 artifact, ``records_for_first`` tuning records (some failed) for schedule 1's key measured by
-two jobs, jobs in every state (one failed with the XSS probe as its error) and two workers.
+two jobs, jobs in every state (one failed with the XSS probe as its error), a model tuning two
+tasks (the succeeded and the running job) and two workers.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from sqlalchemy import Engine, insert
 from schedules_db.models import (
     ArtifactRow,
     JobRow,
+    ModelRow,
+    ModelTaskRow,
     ScheduleRow,
     TargetRow,
     TuningRecordRow,
@@ -158,6 +161,18 @@ def seed(engine: Engine, schedules: int, records_for_first: int = 12, seed: int 
             )
         if records:
             conn.execute(insert(TuningRecordRow), records)
+        model_id = conn.execute(
+            insert(ModelRow).values(
+                name=f"resnet {XSS}", format="onnx", source_artifact_id=artifact_id,
+                inputs=[{"name": "x", "shape": [1, 3, 8, 8], "dtype": "float32"}], outputs=[],
+                target_id=target_ids[0], trials=32, queue="tunehub.test", state="tuning",
+                submitted_by="local", created_at=NOW)
+        ).inserted_primary_key[0]  # type: ignore[index]  # fmt: skip
+        conn.execute(insert(ModelTaskRow), [
+            {"model_id": model_id, "position": n, "name": f"fused_conv2d_{n}", "weight": n + 1,
+             "workload_id": 1, "job_id": job_ids[state], "trials": 16}
+            for n, state in enumerate(("succeeded", "running"))
+        ])  # fmt: skip
         live = datetime.now(timezone.utc)
         for name, beat, stopped in ((f"worker-{XSS}", live, None), ("worker-old", NOW, NOW)):
             conn.execute(

@@ -11,7 +11,7 @@ from tests.dashboard.conftest import Site, Tab
 from tests.dashboard.seed import XSS
 
 PAGES = ("/", "/schedules", "/schedules/1", "/compare", "/jobs", "/jobs/1", "/jobs/2",
-         "/workers", "/submit", "/login")  # fmt: skip
+         "/models/1", "/workers", "/submit", "/login")  # fmt: skip
 
 
 def _row_ids(page: Page, table: str) -> list[int]:
@@ -160,6 +160,14 @@ def test_jobs_and_workers_show_state_errors_and_heartbeats(tab: Tab, site: Site)
     expect(page.locator("#state")).to_have_text("failed")
     expect(page.locator("#cancel")).to_have_count(0)  # final: nothing to cancel
     tab.shot("job-failed")
+    page = tab.open("/jobs")
+    expect(page.locator("#models tbody tr")).to_have_count(1)
+    page.click("#models tbody a")
+    expect(page.locator("h1")).to_contain_text(f"resnet {XSS}")
+    states = page.locator("#tasks tbody .badge").all_inner_texts()
+    assert states == ["succeeded", "running"]
+    assert page.locator("#tasks tbody .done").all_inner_texts() == ["16", "4"]
+    tab.shot("model")
     page = tab.open("/workers")
     statuses = page.locator("#workers tbody .badge").all_inner_texts()
     assert sorted(statuses) == ["live", "stopped"]
