@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, NamedTuple, TypeVar
 
-from sqlalchemy import ColumnElement, Select, String, cast, func, select
+from sqlalchemy import ColumnElement, Select, String, bindparam, cast, func, select
 
 from schedules_db.joins import connect, labelled_columns, split_rows
 from schedules_db.lookups import JobParts, ScheduleParts
@@ -113,6 +113,20 @@ def _count(conn: Any, query: Select[Any]) -> int:
     return int(conn.execute(select(func.count()).select_from(query.subquery())).scalar_one())
 
 
+_SCHEDULE_ROWS = (
+    select(
+        *labelled_columns(ScheduleRow, "s", skip=("tir",)),
+        *labelled_columns(WorkloadRow, "w", skip=("mod_json",)),
+        *labelled_columns(TargetRow, "t"),
+        *labelled_columns(ArtifactRow, "a"),
+    )
+    .join(WorkloadRow, WorkloadRow.id == ScheduleRow.workload_id)
+    .join(TargetRow, TargetRow.id == ScheduleRow.target_id)
+    .join(ArtifactRow, ArtifactRow.id == ScheduleRow.artifact_id)
+    .where(ScheduleRow.id.in_(bindparam("ids", expanding=True)))
+)
+
+
 def schedule_page(
     store: Store,
     where: ScheduleFilter,
@@ -120,9 +134,11 @@ def schedule_page(
     descending: bool = True,
     offset: int = 0,
     limit: int = 50,
+    count: bool = True,
 ) -> Page[ScheduleParts]:
     """The verified best schedules of the store's TVM series that ``where`` keeps, sorted by
-    ``sort`` (a `SCHEDULE_SORTS` key), rows ``offset`` to ``offset + limit``, and their total."""
+    ``sort`` (a `SCHEDULE_SORTS` key), rows ``offset`` to ``offset + limit``, and their total
+    (without ``count``, -1: not counted)."""
     conditions = where.conditions()
     if store.series is not None:
         conditions.append(ScheduleRow.tvm_series == store.series)
@@ -131,24 +147,22 @@ def schedule_page(
         .join(WorkloadRow, WorkloadRow.id == ScheduleRow.workload_id)
         .where(*conditions)
     )
-    query = (
-        select(
-            *labelled_columns(ScheduleRow, "s", skip=("tir",)),
-            *labelled_columns(WorkloadRow, "w", skip=("mod_json",)),
-            *labelled_columns(TargetRow, "t"),
-            *labelled_columns(ArtifactRow, "a"),
-        )
+    # The page's ids first, sorting narrow rows (a deep offset on SQLite sorted whole joined
+    # rows: 1.4 s at offset 99,950 of 100,000), then the page's rows by id.
+    ids = (
+        select(ScheduleRow.id)
         .join(WorkloadRow, WorkloadRow.id == ScheduleRow.workload_id)
         .join(TargetRow, TargetRow.id == ScheduleRow.target_id)
-        .join(ArtifactRow, ArtifactRow.id == ScheduleRow.artifact_id)
         .where(*conditions)
         .order_by(*_order(SCHEDULE_SORTS[sort], ScheduleRow.id, descending))
         .offset(offset)
         .limit(limit)
     )
     with connect(store) as conn:
-        total = _count(conn, counted)
-        rows = split_rows(conn.execute(query), "swta")
+        total = _count(conn, counted) if count else -1
+        order = [schedule_id for (schedule_id,) in conn.execute(ids)]
+        rows = split_rows(conn.execute(_SCHEDULE_ROWS, {"ids": order}), "swta") if order else []
+    rows.sort(key=lambda parts: order.index(parts[0]["id"]))
     parts = [
         ScheduleParts(
             adopt(ScheduleInfo, found), adopt(WorkloadInfo, workload), adopt(Target, target),
@@ -235,7 +249,7 @@ def other_targets(store: Store, workload_id: int) -> list[ScheduleParts]:
     """The verified best of one workload on every target (of the store's TVM series), fastest
     first."""
     return schedule_page(
-        store, ScheduleFilter(workload_id=workload_id), "latency", False, 0, 1000
+        store, ScheduleFilter(workload_id=workload_id), "latency", False, 0, 1000, count=False
     ).rows
 
 
@@ -288,7 +302,7 @@ def fastest_per_target(store: Store, per_target: int = 5) -> dict[int, list[Sche
         for target_id in targets
         if (
             rows := schedule_page(
-                store, ScheduleFilter(target_id=target_id), "gflops", True, 0, per_target
+                store, ScheduleFilter(target_id=target_id), "gflops", True, 0, per_target, False
             ).rows
         )
     }
