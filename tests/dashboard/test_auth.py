@@ -102,6 +102,15 @@ def test_scopes_decide_submit_raw_tir_and_cancel(browser: Browser, secured: Site
         expect(page.locator("#submit-tabs a")).to_have_text(["catalog operator", "raw TIR"])
         page.click("#submit-tabs a[data-tab=tir]")
         expect(page.locator("#tir")).to_be_visible()
+        page.fill("#tir", "import os\nos.system('id')")
+        page.fill("#trials", "4")
+        page.click("#submit")
+        # No worker registered "host" here, and coder is no admin: the server's 422 names
+        # body.target, and its message lands next to that field; nothing is written.
+        message = page.locator('.field-error[data-field="target"]')
+        expect(message).to_contain_text("no worker has registered this target")
+        jobs = len(secured.store.jobs.list_jobs(limit=1000))
+        assert jobs == len(secured.seeded.job_ids)
 
 
 def test_a_session_write_without_its_csrf_token_is_refused(browser: Browser, secured: Site) -> None:
