@@ -183,8 +183,7 @@ class Access:
         settings = shared.settings
         address = request.client.host if request.client else ""
         if not settings.auth:
-            name = LOCAL if _is_loopback(address) else f"{LOCAL}@{address}"
-            return Identity(name, frozenset(SCOPES), f"addr:{address}")
+            return _local(address)
         if credentials is None and (session := session_of(request)):
             token = shared.sessions.find(session)
             if token is None:
@@ -193,7 +192,7 @@ class Access:
             return _token_identity(token)
         if credentials is None:
             if self.anonymous and settings.anonymous_reads:
-                return Identity(ANONYMOUS, frozenset({READ}), f"addr:{address}")
+                return _anonymous(address)
             raise unauthorized(
                 "an API token is required: Authorization: Bearer <token>", "missing_token"
             )
@@ -216,19 +215,25 @@ def viewer(request: Request) -> Identity | None:
     the browser's session, else ``anonymous`` where anonymous reads are on, else None (the page
     asks to log in). A session whose token is no longer active counts as none."""
     shared = services(request)
-    settings = shared.settings
-    if not settings.auth:
-        address = request.client.host if request.client else ""
-        name = LOCAL if _is_loopback(address) else f"{LOCAL}@{address}"
-        return Identity(name, frozenset(SCOPES), f"addr:{address}")
+    address = request.client.host if request.client else ""
+    if not shared.settings.auth:
+        return _local(address)
     session = session_of(request)
     token = shared.sessions.find(session) if session else None
     if token is not None and token.state() == "active":
         return Identity(token.name, token.effective, f"id:{token.name}", token)
-    if settings.anonymous_reads:
-        address = request.client.host if request.client else ""
-        return Identity(ANONYMOUS, frozenset({READ}), f"addr:{address}")
-    return None
+    return _anonymous(address) if shared.settings.anonymous_reads else None
+
+
+def _local(address: str) -> Identity:
+    """Auth off: every scope, as ``local`` (``local@<address>`` off loopback)."""
+    name = LOCAL if _is_loopback(address) else f"{LOCAL}@{address}"
+    return Identity(name, frozenset(SCOPES), f"addr:{address}")
+
+
+def _anonymous(address: str) -> Identity:
+    """An anonymous reader (auth on, anonymous reads allowed)."""
+    return Identity(ANONYMOUS, frozenset({READ}), f"addr:{address}")
 
 
 def _mark_used(tokens: TokenStore, token_id: int) -> None:

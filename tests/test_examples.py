@@ -16,8 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import TIMING_MS, free_port
-from tests.e2e.helpers import start, stop, wait_http
+from tests.e2e.helpers import start_serve, stop
 
 pytestmark = pytest.mark.e2e
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -30,16 +29,9 @@ SPEEDUP = re.compile(r"^tuned \d+\.\d+ ms, untuned \d+\.\d+ ms: speed-up \d+\.\d
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A fresh `tunehub serve` with two local workers (the two examples tune at once)."""
     tmp = tmp_path_factory.mktemp("examples")
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TUNEHUB_")}
-    env["TUNEHUB_NUM_TRIALS_PER_ITER"] = "4"
-    env["TUNEHUB_TIMING_MS"] = TIMING_MS
-    log = tmp / "serve.log"
-    args = ["serve", "--port", str(port), "--data-dir", str(tmp / "data"), "--workers", "2"]
-    proc = start(args, env, log)
+    proc, url, _ = start_serve(tmp, "--workers", "2")
     try:
-        wait_http(f"http://127.0.0.1:{port}/healthz", proc, log)
-        yield f"http://127.0.0.1:{port}"
+        yield url
     finally:
         assert stop(proc) == [], "serve left processes behind"
 

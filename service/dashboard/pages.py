@@ -11,6 +11,7 @@ import time
 from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse
@@ -55,12 +56,19 @@ def filter_choices(store: Store) -> dict[str, list[str]]:
     return cached[1]
 
 
+def local_path(url: str) -> bool:
+    """True for a path on this site ("/jobs?state=failed"), never a URL a browser would take
+    to another host ("//evil.example", "/\\evil.example", "https://...")."""
+    return url.startswith("/") and not url.startswith(("//", "/\\")) and "\\" not in url
+
+
 def page_viewer(request: Request) -> Identity:
     """Dependency: who the page is for; without one (auth on, no session, no anonymous
     reads) a 303 to the login page, which sends the browser back here after."""
     found = viewer(request)
     if found is None:
-        raise HTTPException(303, headers={"Location": f"/login?next={request.url.path}"})
+        here = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        raise HTTPException(303, headers={"Location": f"/login?next={quote(here, safe='/')}"})
     return found
 
 
@@ -278,7 +286,7 @@ def submit(request: Request, who: Viewer) -> HTMLResponse:
 @router.get("/login", response_class=HTMLResponse)
 def login(request: Request, next: Annotated[str, Query(max_length=512)] = "/") -> HTMLResponse:
     """The token prompt (``login.js`` exchanges the token for a session cookie)."""
-    target = next if next.startswith("/") and not next.startswith("//") else "/"
+    target = next if local_path(next) else "/"
     who = viewer(request)
     return render(
         request,

@@ -49,8 +49,15 @@ def test_the_dashboard_asks_for_a_token_and_refuses_a_bad_one(
         page.click("#login-form button[type=submit]")
         expect(page.locator("#login-error")).to_have_text("unknown API token")
         tab.shot("login")
-        page = _login(tab, secured.tokens["reader"], "/schedules")
+        page = _login(tab, secured.tokens["reader"], "/schedules?sort=trials&order=asc")
         assert page.locator("#schedules tbody tr").count() == 6
+    for tab in open_tab(browser, secured.url):  # a crafted `next` cannot send you elsewhere
+        for crafted in ("//evil.example/", "/\\evil.example/", "https://evil.example/"):
+            page = tab.open(f"/login?next={crafted}")
+            page.fill("#token", secured.tokens["reader"])
+            page.click("#login-form button[type=submit]")
+            page.wait_for_url(tab.base + "/")
+            tab.page.context.clear_cookies()
 
 
 def test_a_reader_sees_no_action_it_may_not_take_and_logout_ends_the_session(

@@ -4,7 +4,6 @@ its page."""
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
@@ -12,9 +11,8 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
-from tests.conftest import TIMING_MS, free_port
 from tests.dashboard.conftest import open_tab
-from tests.e2e.helpers import start, stop, wait_http
+from tests.e2e.helpers import start_serve, stop
 
 pytestmark = pytest.mark.e2e
 TRIALS = 12  # three batches of 4: the curve grows three times
@@ -36,15 +34,8 @@ def _watch(page: Page, until: str, timeout_s: float) -> list[int]:
 
 
 def test_submit_watch_and_cancel_against_make_runs_server(browser: Browser, tmp_path: Path) -> None:
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TUNEHUB_")}
-    env["TUNEHUB_NUM_TRIALS_PER_ITER"] = "4"
-    env["TUNEHUB_TIMING_MS"] = TIMING_MS
-    log = tmp_path / "serve.log"
-    server = start(["serve", "--port", str(port), "--data-dir", str(tmp_path / "data")], env, log)
+    server, url, _ = start_serve(tmp_path)
     try:
-        wait_http(f"{url}/healthz", server, log)
         for tab in open_tab(browser, url):
             page = tab.open("/submit")
             page.wait_for_selector("#submit-form[data-ready=yes]", state="attached")

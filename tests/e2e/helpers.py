@@ -16,6 +16,35 @@ import httpx
 import psutil
 
 
+def serve_env() -> dict[str, str]:
+    """This process's environment for a `tunehub serve` a test starts: no TUNEHUB_ setting
+    of the caller's, small search batches (4) and the suite's short kernel timings."""
+    from tests.conftest import TIMING_MS
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TUNEHUB_")}
+    env["TUNEHUB_NUM_TRIALS_PER_ITER"] = "4"
+    env["TUNEHUB_TIMING_MS"] = TIMING_MS
+    return env
+
+
+def start_serve(folder: Path, *args: str) -> tuple[subprocess.Popen, str, Path]:
+    """`tunehub serve ARGS` on a free port with its data under ``folder`` (`serve_env`), once
+    it answers: the process, its URL and its log."""
+    from tests.conftest import free_port
+
+    url = f"http://127.0.0.1:{free_port()}"
+    log = folder / "serve.log"
+    port = url.rsplit(":", 1)[1]
+    proc = start(["serve", "--port", port, "--data-dir", str(folder / "data"), *args],
+                 serve_env(), log)  # fmt: skip
+    try:
+        wait_http(f"{url}/healthz", proc, log)
+    except BaseException:
+        stop(proc)
+        raise
+    return proc, url, log
+
+
 def start(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
     """Start ``python -m service.cli ARGS`` in its own process group, logging to ``log``."""
     handle = open(log, "wb")  # noqa: SIM115 - closed by stop()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sqlite3
 from pathlib import Path
 
@@ -10,8 +9,7 @@ import httpx
 import numpy as np
 import pytest
 
-from tests.conftest import TIMING_MS, free_port
-from tests.e2e.helpers import cli, start, stop, wait_http, wait_job, wait_until
+from tests.e2e.helpers import cli, start_serve, stop, wait_job, wait_until
 
 pytestmark = pytest.mark.e2e
 SHAPE = {"M": 64, "N": 64, "K": 64}
@@ -20,15 +18,8 @@ SHAPE = {"M": 64, "N": 64, "K": 64}
 def test_serve_tunes_verifies_and_serves_a_matmul(tmp_path: Path) -> None:
     import tvm
 
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TUNEHUB_")}
-    env["TUNEHUB_NUM_TRIALS_PER_ITER"] = "4"
-    env["TUNEHUB_TIMING_MS"] = TIMING_MS
-    log = tmp_path / "serve.log"
-    server = start(["serve", "--port", str(port), "--data-dir", str(tmp_path / "data")], env, log)
+    server, url, log = start_serve(tmp_path)
     try:
-        wait_http(f"{url}/healthz", server, log)
         with httpx.Client(base_url=url + "/api/v1", timeout=30) as client:
             body = {"operator": {"name": "matmul", "params": SHAPE}, "target": "host", "trials": 8}
             created = client.post("/jobs", json=body)

@@ -12,7 +12,9 @@
     const r = await tunehub.api("POST", "/dashboard/session", { token: token });
     if (r.ok) {
       const next = form.dataset.next;
-      window.location.assign(next.startsWith("/") && !next.startsWith("//") ? next : "/");
+      // The server checked `next` is a path of this site; check again before leaving.
+      const local = next.startsWith("/") && !next.startsWith("//") && !next.includes("\\");
+      window.location.assign(local ? next : "/");
     } else {
       document.getElementById("login-error").textContent =
         (r.data && typeof r.data.detail === "string") ? r.data.detail : "login failed (" + r.status + ")";
