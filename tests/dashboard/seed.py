@@ -104,7 +104,8 @@ def seed(engine: Engine, schedules: int, records_for_first: int = 12, seed: int 
         for i in range(schedules):
             w, t = divmod(i, per_target)
             spec = workloads[w]
-            untuned = rng.uniform(50, 5000)
+            latency = float(spec["flop"]) / rng.uniform(2.0, 140.0) / 1e3  # 2-140 GFLOPS
+            untuned = latency * rng.uniform(1.0, 60.0)
             rows.append(
                 {
                     "workload_id": w + 1,
@@ -112,7 +113,7 @@ def seed(engine: Engine, schedules: int, records_for_first: int = 12, seed: int 
                     "tvm_series": series,
                     "record_id": None,
                     "artifact_id": artifact_id,
-                    "latency_us": untuned / rng.uniform(1.0, 60.0),
+                    "latency_us": latency,
                     "untuned_latency_us": untuned,
                     "trials": rng.choice((8, 16, 32, 64, 128)),
                     "max_abs_error": 1e-6,
@@ -124,7 +125,6 @@ def seed(engine: Engine, schedules: int, records_for_first: int = 12, seed: int 
                     "updated_at": NOW - timedelta(minutes=i),
                 }  # fmt: skip
             )
-            assert spec is not None
         if rows:
             conn.execute(insert(ScheduleRow), rows)
         job_ids = {}
