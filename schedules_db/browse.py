@@ -162,7 +162,8 @@ def schedule_page(
         total = _count(conn, counted) if count else -1
         order = [schedule_id for (schedule_id,) in conn.execute(ids)]
         rows = split_rows(conn.execute(_SCHEDULE_ROWS, {"ids": order}), "swta") if order else []
-    rows.sort(key=lambda parts: order.index(parts[0]["id"]))
+    position = {schedule_id: n for n, schedule_id in enumerate(order)}
+    rows.sort(key=lambda parts: position[parts[0]["id"]])
     parts = [
         ScheduleParts(
             adopt(ScheduleInfo, found), adopt(WorkloadInfo, workload), adopt(Target, target),

@@ -42,7 +42,7 @@ from service.api.deps import services
 from service.errors import invalid
 from service.reads import inline_ok
 from service.refusals import Refusal, refusal_schema
-from service.sessions import check_csrf, session_of
+from service.sessions import SAFE_METHODS, check_csrf, csrf_refusal, same_origin, session_of
 
 log = logging.getLogger("tunehub.api")
 LOCAL, ANONYMOUS = "local", "anonymous"
@@ -183,13 +183,21 @@ class Access:
         settings = shared.settings
         address = request.client.host if request.client else ""
         if not settings.auth:
+            # No credentials to forge, but a browser on this origin could be made to post by
+            # another site's page: writes a browser marks as cross-site are refused.
+            if request.method not in SAFE_METHODS and not same_origin(request):
+                raise csrf_refusal("cross-site request refused")
             return _local(address)
         if credentials is None and (session := session_of(request)):
             token = shared.sessions.find(session)
-            if token is None:
-                raise unauthorized("the dashboard session has ended: log in again", "session_ended")
-            check_csrf(request, session)
-            return _token_identity(token)
+            usable = token is not None and token.state() == "active"
+            if usable or not (self.anonymous and settings.anonymous_reads):
+                if token is None:
+                    raise unauthorized(
+                        "the dashboard session has ended: log in again", "session_ended"
+                    )
+                check_csrf(request, session)
+                return _token_identity(token)
         if credentials is None:
             if self.anonymous and settings.anonymous_reads:
                 return _anonymous(address)

@@ -32,8 +32,11 @@ SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
 def session_of(request: Request) -> str | None:
-    """The session id the request's cookie carries, if any."""
-    return request.cookies.get(SECURE_COOKIE) or request.cookies.get(COOKIE)
+    """The session id the request's cookie carries, if any (over HTTPS only the ``__Host-``
+    cookie: a plain one could have been planted over HTTP)."""
+    if _secure(request):
+        return request.cookies.get(SECURE_COOKIE)
+    return request.cookies.get(COOKIE)
 
 
 def csrf_token(session: str) -> str:

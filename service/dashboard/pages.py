@@ -59,6 +59,8 @@ def filter_choices(store: Store) -> dict[str, list[str]]:
 def local_path(url: str) -> bool:
     """True for a path on this site ("/jobs?state=failed"), never a URL a browser would take
     to another host ("//evil.example", "/\\evil.example", "https://...")."""
+    if any(ch <= " " or ch == "\x7f" for ch in url):  # browsers drop tabs and newlines
+        return False
     return url.startswith("/") and not url.startswith(("//", "/\\")) and "\\" not in url
 
 

@@ -175,6 +175,28 @@ def test_jobs_and_workers_show_state_errors_and_heartbeats(tab: Tab, site: Site)
     tab.shot("workers")
 
 
+def test_the_submit_form_follows_each_operators_schema(tab: Tab) -> None:
+    page = tab.open("/submit")
+    page.wait_for_selector("#submit-form[data-ready=yes]", state="attached")
+    page.select_option("#operator", "mul")
+    rhs = page.locator("#param-rhs_shape")  # optional (anyOf with null): still a shape input
+    expect(rhs).to_have_attribute("data-kind", "array")
+    expect(rhs).to_have_value("64,1,1")
+    page.select_option("#operator", "conv2d")
+    expect(page.locator("#param-layout option")).to_have_text(["NCHW", "NHWC"])
+    expect(page.locator("#param-stride")).to_have_attribute("data-kind", "integer")
+
+
+def test_with_auth_off_a_write_another_site_makes_a_browser_send_is_refused(site: Site) -> None:
+    job = site.seeded.job_ids["queued"]
+    url = f"{site.url}/api/v1/jobs/{job}/cancel"
+    for headers in ({"Origin": "http://evil.example", "Sec-Fetch-Site": "cross-site"},
+                    {"Origin": "http://127.0.0.1:1"}, {"Sec-Fetch-Site": "same-site"}):  # fmt: skip
+        refused = httpx.post(url, headers=headers)
+        assert refused.status_code == 403 and refused.json()["type"] == "csrf_failed"
+    assert site.store.jobs.get(job).state == "queued"  # type: ignore[union-attr]
+
+
 def test_no_page_runs_data_as_script_or_scrolls_sideways_at_375px(browser, site: Site) -> None:  # noqa: ANN001
     from tests.dashboard.conftest import open_tab
 

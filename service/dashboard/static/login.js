@@ -13,8 +13,8 @@
     if (r.ok) {
       const next = form.dataset.next;
       // The server checked `next` is a path of this site; check again before leaving.
-      const local = next.startsWith("/") && !next.startsWith("//") && !next.includes("\\");
-      window.location.assign(local ? next : "/");
+      const target = new URL(next, window.location.origin);
+      window.location.assign(target.origin === window.location.origin ? target.href : "/");
     } else {
       document.getElementById("login-error").textContent =
         (r.data && typeof r.data.detail === "string") ? r.data.detail : "login failed (" + r.status + ")";

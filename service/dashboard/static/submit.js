@@ -16,7 +16,13 @@
     return node;
   }
 
-  function field(name, schema, example, required) {
+  function field(name, declared, example, required) {
+    // An optional parameter is {anyOf: [its schema, {type: "null"}]}: build its real input.
+    let schema = declared;
+    if (declared.anyOf) {
+      const branch = declared.anyOf.find(function (b) { return b.type !== "null"; }) || {};
+      schema = Object.assign({}, branch, { default: declared.default, description: declared.description });
+    }
     const wrap = el("div", { class: "field" });
     const label = el("label", {}, name + (required ? "" : " (optional)") + " ");
     let input;
