@@ -33,6 +33,7 @@ from service.client.http import TunehubClient
 from service.client.lookup_cache import CachedLookups, LookupCache
 from service.client.reader import RestScheduleReader
 from tuning.models.pipeline import tuning_pipeline
+from tuning.search.trace_gate import UnsafeTrace, check_trace_text
 
 MAX_TASKS_PER_UPLOAD = 64  # the service's cap on one POST /tasks
 
@@ -236,12 +237,13 @@ class TunehubDatabase(PyDatabase):
             return []
         record = best.record
         target = self.target.export() if self.target is not None else None
-        return [
-            TuningRecord.from_json(
-                [json.loads(record.trace_json), record.run_secs, target, record.args_info],
-                workload,
-            )
-        ]
+        try:  # what the service answers is replayed in this process: it passes the gate first
+            trace = check_trace_text(record.trace_json)
+        except UnsafeTrace as err:
+            warnings.warn(f"schedule {best.schedule_id} is not applied: {err}", stacklevel=2)
+            return []
+        raw = [trace, record.run_secs, target, record.args_info]
+        return [TuningRecord.from_json(raw, workload)]
 
     def get_all_tuning_records(self) -> list[TuningRecord]:
         return [

@@ -24,6 +24,7 @@ from service.worker.verification import Reference
 from tuning.hardware.devices import Measurer
 from tuning.publish.packing import split_packed
 from tuning.publish.verify import apply_trace, build_library
+from tuning.sandbox import SandboxUnavailable
 from tuning.sandbox.user_tir import TirRejected, check_stored
 
 log = logging.getLogger("tunehub.worker")
@@ -42,7 +43,7 @@ def verify_neighbour_answers(
     try:
         with measurer.session() as session:
             untuned = session.load(build_library(mod, target, work_dir / "neighbour-plain.so"))
-            reference = Reference(inputs.workload, untuned.module, untuned.device, mod["main"])
+            reference = Reference(inputs.workload, session, untuned, mod["main"])
             for answer in answers:
                 error = _failure(session, reference, inputs, answer, target, work_dir)
                 outcome[answer.id] = error is None
@@ -73,10 +74,12 @@ def _failure(
             return "its trace does not replay on the workload"
         split = split_packed(apply_trace(inputs.mod, answer.trace_json), drop_in=False)
         path = work_dir / f"neighbour-{answer.id}.so"
-        loaded = session.load(build_library(split.mod, target, path))
-        reference.check(loaded.module, split.packed)
+        kernel = session.load(build_library(split.mod, target, path))
+        reference.check(kernel, split.packed)
     except TirRejected as err:
         return f"its trace does not replay on the workload: {err}"
+    except SandboxUnavailable:
+        raise  # the worker's own failure: the answer stays
     except Exception as err:  # noqa: BLE001 - TVM's errors on a trace that does not fit, too
         return f"{type(err).__name__}: {err}"[:2000]
     return None

@@ -19,6 +19,7 @@ import traceback
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from tvm.target import Target
 
@@ -32,7 +33,7 @@ from service.worker.neighbour_check import supersede_answers, verify_neighbour_a
 from service.worker.search_job import search
 from service.worker.verification import verify_and_publish
 from tuning.hardware.devices import Measurer, RpcSpec
-from tuning.hardware.threads import pin_runtime_threads, target_threads
+from tuning.hardware.threads import target_threads
 from tuning.search.loop import SearchCancelled
 
 log = logging.getLogger("tunehub.worker")
@@ -59,9 +60,12 @@ class WorkerContext:
     def __post_init__(self) -> None:
         self.heartbeat = Heartbeat(self.store, self.worker_name, self.heartbeat_every_s)
 
-    def measurer_for(self, kind: str) -> Measurer:
-        """Where this worker runs kernels of a target kind."""
-        return Measurer(kind, self.rpc, self.timing_ms)
+    def measurer_for(self, canonical: dict[str, Any], work_dir: Path) -> Measurer:
+        """Where this worker runs a job's kernels for a target: its jailed runner (files under
+        ``work_dir``, on the target's cores), or the RPC tracker's device."""
+        kind = str(canonical["kind"])
+        threads = target_threads(canonical) or 1
+        return Measurer(kind, self.rpc, self.timing_ms, work_dir=work_dir, threads=threads)
 
 
 def run_next(ctx: WorkerContext) -> str:
@@ -130,28 +134,25 @@ def _tune_and_publish(
     """The job's stages; the published schedule's id."""
     inputs = load_inputs(ctx.store, job_id)
     target = Target(inputs.canonical)
-    threads = target_threads(inputs.canonical)
-    if threads is not None and ctx.rpc is None:
-        # Measured, verified and timed on the cores the target names (TVM's default is half of
-        # an x86 machine's CPUs: see tuning.hardware.threads).
-        log.info("job %s: kernels run on %d threads", job_id, pin_runtime_threads(threads))
-    measurer = ctx.measurer_for(inputs.target.kind)
-    # A neighbour answer served unverified is checked first: a wrong one is withdrawn at once.
-    verify_neighbour_answers(ctx.store, inputs, target, measurer, work_dir)
-    search(
-        ctx.store,
-        inputs,
-        target,
-        owned,
-        beat,
-        work_dir,
-        measurer=measurer,
-        artifact_dir=ctx.artifact_dir,
-        num_trials_per_iter=ctx.num_trials_per_iter,
-        seed=ctx.seed,
-    )
-    schedule_id = verify_and_publish(
-        ctx.store, inputs, target, owned, measurer, work_dir, ctx.artifact_dir
-    )
+    # Measured, verified and timed in the job's jailed runner, on the cores the target names
+    # (TVM's default is half of an x86 machine's CPUs: see tuning.hardware.threads).
+    with ctx.measurer_for(inputs.canonical, work_dir) as measurer:
+        # A neighbour answer served unverified is checked first: a wrong one is withdrawn.
+        verify_neighbour_answers(ctx.store, inputs, target, measurer, work_dir)
+        search(
+            ctx.store,
+            inputs,
+            target,
+            owned,
+            beat,
+            work_dir,
+            measurer=measurer,
+            artifact_dir=ctx.artifact_dir,
+            num_trials_per_iter=ctx.num_trials_per_iter,
+            seed=ctx.seed,
+        )
+        schedule_id = verify_and_publish(
+            ctx.store, inputs, target, owned, measurer, work_dir, ctx.artifact_dir
+        )
     supersede_answers(ctx.store, inputs)
     return schedule_id

@@ -2,15 +2,17 @@
 
 MetaSchedule's own queries ignore the target, so the adapter is created per target: every record
 it commits is stored under (workload, that target), and every query answers from that target's
-records only. Failed candidates (``run_secs == [FAILED_RUN_SECS]``, see `tuning.search.traces`)
-are stored but never returned as top-k. A re-measurement of a trace already stored for the
-(workload, target) adds no row; `is_stored` says so beforehand (it is the search's
-`tuning.search.storage.StoredTraces`).
+records only. Failed candidates (``run_secs == [FAILED_RUN_SECS]``, see
+`tuning.search.traces`) are stored but never returned as top-k, and neither is a record whose
+trace `tuning.search.trace_gate` refuses (an import's, say): MetaSchedule replays them. A
+re-measurement of a trace already stored for the (workload, target) adds no row; `is_stored`
+says so beforehand (it is the search's `tuning.search.storage.StoredTraces`).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 import tvm
@@ -21,13 +23,15 @@ from tvm.s_tir.meta_schedule.database import PyDatabase, TuningRecord, Workload
 
 from schedules_db.store import Store
 from schedules_db.values import NewRecord, Record
+from tuning.search.trace_gate import UnsafeTrace, check_trace_text
 from tuning.search.traces import (
     FAILED_RUN_SECS,
     plain_json,
     run_failed,
-    trace_from_text,
     trace_to_text,
 )
+
+log = logging.getLogger("tunehub.worker")
 
 
 @derived_object
@@ -127,16 +131,22 @@ class StoreDatabase(PyDatabase):
         raw_trace = _ffi_api.TuningRecordAsJSON(TuningRecord(trace, entry[1]))[0]
         return self.store.records.has_trace(entry[0], self.target_id, trace_to_text(raw_trace))
 
-    def _to_record(self, row: Record, workload: Workload) -> TuningRecord:
+    def _to_record(self, row: Record, workload: Workload) -> TuningRecord | None:
+        """The row as MetaSchedule's record (its trace replayed on ``workload``), or None
+        when the trace gate refuses it."""
+        try:
+            trace = check_trace_text(row.trace_json)
+        except UnsafeTrace as err:
+            log.warning("record %s is not replayed: %s", row.id, err)
+            return None
         return TuningRecord.from_json(
-            [trace_from_text(row.trace_json), row.run_secs, self.target_json, row.args_info],
-            workload,
+            [trace, row.run_secs, self.target_json, row.args_info], workload
         )
 
     def get_top_k(self, workload: Workload, top_k: int) -> list[TuningRecord]:
         workload_id = self.workload_id(workload)
         rows = self.store.records.top_k(workload_id, self.target_id, top_k)
-        records = [self._to_record(row, workload) for row in rows]
+        records = [r for r in (self._to_record(row, workload) for row in rows) if r is not None]
         for trace in self.seeds.get(workload_id, [])[: max(0, top_k - len(records))]:
             records.append(TuningRecord(trace, workload))
         return records
@@ -150,7 +160,9 @@ class StoreDatabase(PyDatabase):
                 if stored is None:  # a record's workload is never deleted (foreign key)
                     raise LookupError(f"no workload with id {row.workload_id}")
                 workloads[row.workload_id] = self.commit_workload(tvm.ir.load_json(stored.mod_json))
-            records.append(self._to_record(row, workloads[row.workload_id]))
+            record = self._to_record(row, workloads[row.workload_id])
+            if record is not None:
+                records.append(record)
         return records
 
     def __len__(self) -> int:

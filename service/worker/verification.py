@@ -23,18 +23,17 @@ from schedules_db.values import NewSchedule, Record, Workload
 from service.worker.job_store import JobInputs, OwnedJob
 from tuning.catalog import get_operator
 from tuning.catalog.dtypes import random_operand, summed_tolerance, widen_tolerance
-from tuning.hardware.devices import Measurer
+from tuning.hardware.devices import KernelSession, Measurer
 from tuning.hardware.host import current_tvm_series
 from tuning.ir import arg_specs, reduction_length
 from tuning.publish.artifacts import publish
 from tuning.publish.packing import PackedParam, split_packed
 from tuning.publish.verify import (
+    CANDIDATE_FAILURES,
     VerificationError,
     apply_trace,
     build_library,
     check_close,
-    run_module,
-    time_module,
 )
 
 log = logging.getLogger("tunehub.worker")
@@ -47,8 +46,8 @@ class Reference:
     unscheduled function for raw TIR and model tasks (`summed_tolerance` of the terms its longest
     reduction sums, `tuning.ir.reduction_length`)."""
 
-    def __init__(self, workload: Workload, untuned_module: Any, device: Any, func: Any) -> None:
-        self.device = device
+    def __init__(self, workload: Workload, session: KernelSession, untuned: Any, func: Any) -> None:
+        self.session = session
         rng = np.random.default_rng(0)
         specs = arg_specs(func)
         self.out_shape, self.out_dtype = specs[-1]
@@ -59,20 +58,16 @@ class Reference:
             self.rtol, self.atol = op.tolerance(params)
         else:
             self.inputs = [random_operand(s, d, rng) for s, d in specs[:-1]]
-            self.expected = run_module(
-                untuned_module, device, self.inputs, self.out_shape, self.out_dtype
-            )
+            self.expected = session.run(untuned, self.inputs, self.out_shape, self.out_dtype)
             # As the catalog's contractions: a fixed atol of 1e-5 refused ResNet-18's fastest
             # 3x3x512 convs, correct but summing in another order (errors 6e-5 to 1.3e-4).
             tolerance = summed_tolerance(reduction_length(func))
             self.rtol, self.atol = widen_tolerance(*tolerance, self.out_dtype)
 
-    def check(self, module: Any, packed: list[PackedParam] | tuple[()] = ()) -> float:
-        """Max error of the module's output (through its pack functions and ``main_packed``
-        when ``packed`` lists packed weights)."""
-        actual = run_module(
-            module, self.device, self.inputs, self.out_shape, self.out_dtype, packed
-        )
+    def check(self, kernel: Any, packed: list[PackedParam] | tuple[()] = ()) -> float:
+        """Max error of a loaded kernel's output (through its pack functions and
+        ``main_packed`` when ``packed`` lists packed weights)."""
+        actual = self.session.run(kernel, self.inputs, self.out_shape, self.out_dtype, packed)
         return check_close(actual, self.expected, self.rtol, self.atol)
 
 
@@ -130,29 +125,28 @@ def _pick_winner(
     func = mod["main"]
     specs = arg_specs(func)
 
-    def timed(loaded: Any, entry_specs: list[tuple[list[int], str]], entry: str = "main") -> float:
-        return time_module(
-            loaded.module, loaded.device, entry_specs, min_repeat_ms=measurer.timing_ms, entry=entry
-        ).median_us
-
     with measurer.session() as session:
+
+        def timed(kernel: Any, specs: list[tuple[list[int], str]], entry: str = "main") -> float:
+            return session.time(kernel, specs, entry).median_us
+
         untuned = session.load(build_library(mod, target, work_dir / "untuned.so"))
         untuned_before = timed(untuned, specs)
-        reference = Reference(inputs.workload, untuned.module, untuned.device, func)
+        reference = Reference(inputs.workload, session, untuned, func)
         failures: list[str] = []
         verified: list[tuple[float, Record, Any, float, Path]] = []
         for record in top:
             path = work_dir / f"candidate-{record.id}.so"
             try:
                 split = split_packed(apply_trace(mod, record.trace_json), drop_in=False)
-                loaded = session.load(build_library(split.mod, target, path))
-                error = reference.check(loaded.module, split.packed)
-            except VerificationError as err:
+                kernel = session.load(build_library(split.mod, target, path))
+                error = reference.check(kernel, split.packed)
+            except CANDIDATE_FAILURES as err:
                 failures.append(f"record {record.id}: {err}")
                 log.warning("job %s: record %s failed verification: %s", job_id, record.id, err)
                 continue
             entry_specs = arg_specs(split.mod[split.entry])
-            latency = timed(loaded, entry_specs, split.entry)
+            latency = timed(kernel, entry_specs, split.entry)
             verified.append((latency, record, split, error, path))
         if not verified:
             detail = "; ".join(failures) or "no candidate was measured successfully"
@@ -160,7 +154,7 @@ def _pick_winner(
         # The plain function is timed like the candidates, before and after them: on tiny
         # kernels a short search may find nothing faster (threads cost more than they save).
         untuned_us = (untuned_before + timed(untuned, specs)) / 2
-        untuned_error = reference.check(untuned.module)
+        untuned_error = reference.check(untuned)
         latency, best, split, error, path = min(verified, key=lambda item: item[0])
         if split.packed and untuned_us >= latency:
             split, path, error = _with_drop_in(session, reference, mod, best, target, work_dir)
@@ -178,6 +172,6 @@ def _with_drop_in(
     ``main`` (the user's layouts, packing inside the call), each entry point verified."""
     split = split_packed(apply_trace(mod, record.trace_json))
     path = work_dir / f"published-{record.id}.so"
-    loaded = session.load(build_library(split.mod, target, path))
-    error = max(reference.check(loaded.module), reference.check(loaded.module, split.packed))
+    kernel = session.load(build_library(split.mod, target, path))
+    error = max(reference.check(kernel), reference.check(kernel, split.packed))
     return split, path, error

@@ -1,5 +1,5 @@
 """Verification of user functions (raw TIR, a model's tasks): the reference is the function as
-written, run by TVM, and the tolerance grows with the terms a reduction sums, as the catalog's
+written, run by TVM (in a jailed kernel runner, as the worker runs it), and the tolerance grows with the terms a reduction sums, as the catalog's
 contractions' do, so that a correct schedule that only sums in another order is not refused."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from tvm import te
 
 from schedules_db.values import Workload
 from service.worker.verification import Reference
+from tuning.hardware.devices import Measurer
 from tuning.ir import normalize, reduction_length
 from tuning.publish.verify import VerificationError, build_library
 
@@ -50,22 +51,21 @@ def test_a_schedule_summing_in_another_order_passes_and_a_wrong_one_fails(
     candidate with its last 64 terms dropped is refused."""
     mod = _dot(K)
     target = tvm.target.Target("llvm")
-    dev = tvm.cpu()
-    untuned = tvm.runtime.load_module(str(build_library(mod, target, tmp_path / "u.so")))
-    reference = Reference(_workload(mod), untuned, dev, mod["main"])
-    assert reference.atol == pytest.approx(1e-5 + 2e-7 * K)
+    with Measurer("llvm", work_dir=tmp_path) as measurer, measurer.session() as session:
+        untuned = session.load(build_library(mod, target, tmp_path / "u.so"))
+        reference = Reference(_workload(mod), session, untuned, mod["main"])
+        assert reference.atol == pytest.approx(1e-5 + 2e-7 * K)
 
-    def candidate(extent: int, name: str) -> float:
-        changed = _dot(K, extent)
-        sch = tvm.s_tir.Schedule(changed)
-        block = sch.get_sblock("Y")
-        _, k = sch.get_loops(block)
-        _, inner = sch.split(k, [None, 64])
-        sch.rfactor(inner, 0)
-        lib = tvm.runtime.load_module(str(build_library(sch.mod, target, tmp_path / name)))
-        return reference.check(lib)
+        def candidate(extent: int, name: str) -> float:
+            changed = _dot(K, extent)
+            sch = tvm.s_tir.Schedule(changed)
+            block = sch.get_sblock("Y")
+            _, k = sch.get_loops(block)
+            _, inner = sch.split(k, [None, 64])
+            sch.rfactor(inner, 0)
+            return reference.check(session.load(build_library(sch.mod, target, tmp_path / name)))
 
-    error = candidate(K, "reordered.so")
-    assert 1e-5 < error < reference.atol
-    with pytest.raises(VerificationError):
-        candidate(K - 64, "wrong.so")
+        error = candidate(K, "reordered.so")
+        assert 1e-5 < error < reference.atol
+        with pytest.raises(VerificationError):
+            candidate(K - 64, "wrong.so")

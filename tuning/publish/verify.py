@@ -1,5 +1,10 @@
 """Verification and timing: a candidate is compiled, run on random inputs and compared with the
-reference before it can become a served schedule."""
+reference before it can become a served schedule.
+
+Its trace passes `tuning.search.trace_gate` before it is replayed, and its library is exported
+without start files and checked (`tuning.publish.library_check`) before anything loads it; the
+worker runs it in its jailed kernel runner (`tuning.hardware.devices`), never in its own
+process. `run_module` and `time_module` run a module loaded elsewhere (an RPC device)."""
 
 from __future__ import annotations
 
@@ -12,12 +17,19 @@ import numpy as np
 
 from tuning.catalog.dtypes import random_operand
 from tuning.hardware.targets import device_for
+from tuning.publish.library_check import UnsafeLibrary, export_library
 from tuning.publish.packing import PACKED_ENTRY, PackedParam
-from tuning.search.traces import trace_from_text
+from tuning.sandbox.kernel_jail import KernelRunFailed
+from tuning.search.trace_gate import UnsafeTrace, check_trace_text
 
 
 class VerificationError(Exception):
     """A candidate whose output does not match the reference."""
+
+
+# What fails one candidate (and not the job): a wrong output, a trace the gate refuses, a
+# library the check refuses, a kernel that crashes or hangs the jailed runner.
+CANDIDATE_FAILURES = (VerificationError, UnsafeTrace, UnsafeLibrary, KernelRunFailed)
 
 
 @dataclass(frozen=True)
@@ -29,26 +41,28 @@ class Timing:
 
 
 def apply_trace(mod: Any, trace_json: str) -> Any:
-    """The scheduled IRModule that a stored MetaSchedule trace produces from ``mod``."""
+    """The scheduled IRModule that a stored MetaSchedule trace produces from ``mod``, once
+    the trace passed the gate (`UnsafeTrace` otherwise)."""
     from tvm.s_tir.schedule import Schedule, Trace
 
+    trace = check_trace_text(trace_json)
     sch = Schedule(mod)
-    Trace.apply_json_to_schedule(trace_from_text(trace_json), sch)
+    Trace.apply_json_to_schedule(trace, sch)
     return sch.mod
 
 
 def build_library(mod: Any, target: Any, path: Path) -> Path:
-    """Compile ``mod`` with `tvm.compile` and export it as a shared library at ``path``."""
+    """Compile ``mod`` with `tvm.compile` and export it as a checked shared library at
+    ``path`` (`tuning.publish.library_check.export_library`): what is verified, timed and
+    served is that file."""
     import tvm
 
-    executable = tvm.compile(mod, target=target)
-    executable.export_library(str(path))
-    return path
+    return export_library(tvm.compile(mod, target=target), path)
 
 
 def compile_to_library(mod: Any, target: Any, path: Path) -> Any:
-    """Compile ``mod``, export it at ``path`` and load it back in this process: what is
-    verified and timed is exactly the file that will be served."""
+    """`build_library`, loaded back in this process: for modules this process trusts (the
+    tests', the benchmarks'); the worker loads nothing itself (`tuning.hardware.devices`)."""
     import tvm
 
     return tvm.runtime.load_module(str(build_library(mod, target, path)))

@@ -70,17 +70,41 @@ def remove_cgroups(groups: list[Path]) -> None:
                 time.sleep(0.02)
 
 
-def kill_uid(uid: int) -> None:
-    """SIGKILL every process of ``uid`` (none should outlive its namespace; this makes sure)."""
+def _processes_of(uid: int) -> list[tuple[int, str]]:
+    """(pid, /proc/<pid>/stat text) of every process whose real uid is ``uid``."""
+    found = []
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
         try:
             with open(f"/proc/{entry.name}/status") as status:
-                for line in status:
-                    if line.startswith("Uid:"):
-                        if int(line.split()[1]) == uid:
-                            os.kill(int(entry.name), signal.SIGKILL)
-                        break
+                owner = next((line for line in status if line.startswith("Uid:")), "")
+            if owner and int(owner.split()[1]) == uid:
+                with open(f"/proc/{entry.name}/stat") as stat:
+                    found.append((int(entry.name), stat.read()))
         except (OSError, ValueError):
+            continue
+    return found
+
+
+def uid_cpu_seconds(uid: int) -> float:
+    """CPU seconds used by the processes of ``uid`` and the children they reaped (a jail's
+    first process reaps the whole tree, so nothing it ran is lost)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for _, text in _processes_of(uid):
+        fields = text[text.rfind(")") + 2 :].split()  # after the name, which may hold spaces
+        try:
+            total += sum(int(x) for x in fields[11:15])  # utime, stime, cutime, cstime
+        except (ValueError, IndexError):
+            continue
+    return total / ticks
+
+
+def kill_uid(uid: int) -> None:
+    """SIGKILL every process of ``uid`` (none should outlive its namespace; this makes sure)."""
+    for pid, _ in _processes_of(uid):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
             continue

@@ -1,18 +1,20 @@
 """The jail: the first program inside a sandbox's fresh namespaces; standard library only.
 
-`tuning.sandbox.runner` starts ``unshare --pid --fork --kill-child --mount --net --ipc --uts``
-with this file as the namespaces' first process (as root, still in the host's file system).
-It builds a read-only root of its own, moves into it, drops to an unprivileged uid that no
-other process uses, sets the resource limits, and runs the untrusted-input program as its
-child, staying PID 1 to report how that child ended. What
-the program can see afterwards, read-only and nothing else: ``/usr`` (with ``/bin`` and
-``/lib*``), ``/etc/ld.so.cache``, the Python installation, the `tuning` package, and
-``/dev/null``, ``/dev/zero``, ``/dev/random`` and ``/dev/urandom``; where the caller asks, a
-private tmpfs of bounded size at ``/tmp`` and one host directory read-write at ``/out`` (see
-`tuning.sandbox.runner.run_isolated`). No ``/proc``, ``/dev/shm``, data directory, checkout,
-socket directory or network (the new network namespace holds only a loopback device that is
-down). Exit status 111 with a line on stderr
-means the jail itself could not be built (the caller reports isolation as unavailable).
+`tuning.sandbox.spawn.jail_command` starts ``unshare --pid --fork --kill-child --mount --net
+--ipc --uts`` with this file as the namespaces' first process (as root, still in the host's
+file system). It builds a read-only root of its own, moves into it, drops to an unprivileged
+uid that no other process uses, sets the resource limits, and runs the untrusted-input
+program as its child, staying PID 1 to report how that child ended. What the program can see
+afterwards, read-only and nothing else: ``/usr`` (with ``/bin`` and ``/lib*``),
+``/etc/ld.so.cache``, the Python installation, the `tuning` package, and ``/dev/null``,
+``/dev/zero``, ``/dev/random`` and ``/dev/urandom``; where the caller asks, a private tmpfs
+of bounded size at ``/tmp``, one host directory read-write at ``/out`` (see
+`tuning.sandbox.runner.run_isolated`), more host directories read-only (a kernel runner's
+libraries) and, for a GPU target, the NVIDIA device nodes with a ``/proc`` of its own. No
+``/proc`` otherwise, no ``/dev/shm``, data directory, checkout, socket directory or network
+(the new network namespace holds only a loopback device that is down). Exit status 111 with
+a line on stderr means the jail itself could not be built (the caller reports isolation as
+unavailable).
 """
 
 from __future__ import annotations
@@ -74,10 +76,13 @@ def _bind_read_only(path: str, new_root: str) -> None:
     _mount(None, inside, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
 
 
-def build_root(paths: list[str], tmp_bytes: int = 0, out: str | None = None) -> None:
+def build_root(
+    paths: list[str], tmp_bytes: int = 0, out: str | None = None, gpu: bool = False
+) -> None:
     """A read-only root holding ``paths`` (and a few device nodes); chroot into it. With
     ``tmp_bytes``, a private tmpfs of that size at ``/tmp``; with ``out``, that host directory
-    read-write (no devices, set-id bits or execution) at ``/out``."""
+    read-write (no devices, set-id bits or execution) at ``/out``; with ``gpu``, the NVIDIA
+    device nodes and a read-only ``/proc`` of this PID namespace (the CUDA driver reads it)."""
     new_root = pick_root(paths + ([out] if out else []))
     _mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing below propagates to the host
     _mount("tmpfs", new_root, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0755")
@@ -92,10 +97,18 @@ def build_root(paths: list[str], tmp_bytes: int = 0, out: str | None = None) -> 
         if os.path.lexists(path):
             _bind_read_only(path, new_root)
     os.makedirs(new_root + "/dev", exist_ok=True)
-    for name in DEVICES:
+    devices = list(DEVICES)
+    if gpu:
+        devices += sorted(n for n in os.listdir("/dev") if n.startswith("nvidia"))
+    for name in devices:
         node = new_root + "/dev/" + name
+        if os.path.isdir("/dev/" + name):
+            continue  # /dev/nvidia-caps: the nodes a process needs are the files
         open(node, "w").close()  # noqa: SIM115
         _mount("/dev/" + name, node, None, MS_BIND)
+    if gpu:
+        os.makedirs(new_root + "/proc")
+        _mount("proc", new_root + "/proc", "proc", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
     if out:
         os.makedirs(new_root + "/out")
         _mount(out, new_root + "/out", None, MS_BIND)
@@ -133,7 +146,8 @@ def main() -> None:
         if os.getpid() != 1:
             raise OSError("not the first process of a new PID namespace")
         join_cgroups(config["cgroups"])
-        build_root(config["paths"], config.get("tmp_bytes", 0), config.get("out"))
+        build_root(config["paths"], config.get("tmp_bytes", 0), config.get("out"),
+                   bool(config.get("gpu")))  # fmt: skip
         drop_privileges(config["uid"], config["limits"])
     except OSError as err:
         sys.stderr.write(f"tunehub-jail: {err}\n")

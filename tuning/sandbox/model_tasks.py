@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import math
 import shutil
 from collections.abc import Callable
@@ -143,11 +142,13 @@ def uploaded_tasks(tasks: list[Any]) -> dict[str, Any]:
 
 
 def _records(raw: Any, tasks: list[Any]) -> tuple[list[Any], int]:
-    """The records that match a task and replay on it, and how many matched but did not."""
+    """The records that match a task, pass the trace gate and replay on it, and how many
+    matched but did not."""
     from tvm.s_tir.schedule import Schedule, Trace
 
     from tuning.ir import structural_hash
     from tuning.models.pipeline import TunedRecord
+    from tuning.search.trace_gate import check_trace_text
 
     if not isinstance(raw, list):
         raise _refused("records", "records must be a list")
@@ -160,7 +161,7 @@ def _records(raw: Any, tasks: list[Any]) -> tuple[list[Any], int]:
         if task is None:
             continue
         try:
-            trace = json.loads(record["trace_json"])
+            trace = check_trace_text(record["trace_json"])
             run_secs = [float(x) for x in record["run_secs"]]
             Trace.apply_json_to_schedule(trace, Schedule(task.mod))
             kept.append(TunedRecord(record["shash"], record["trace_json"], run_secs,

@@ -9,6 +9,7 @@ from typing import Any
 
 from tuning.sandbox import Limits, SandboxFailed, run_isolated
 from tuning.sandbox.neighbour_tasks import MAX_CANDIDATES, MAX_REQUESTS
+from tuning.search.trace_gate import UnsafeTrace, check_trace_text
 
 # Measured in the jail on a 2-core host: TVM's import and the x86 intrinsics take ~2.5 s of
 # CPU; each refit, replay and compile of a small kernel well under a second.
@@ -97,6 +98,10 @@ def _checked(item: Any, candidates: int) -> Refitted:
         raise RefitFailed("the isolated refit answered out of protocol")
     if not (isinstance(trace, str) and 0 < len(trace) <= MAX_TRACE_CHARS):
         raise RefitFailed("the isolated refit answered out of protocol")
+    try:
+        check_trace_text(trace)
+    except UnsafeTrace as err:
+        raise RefitFailed(f"the isolated refit answered a trace the gate refuses: {err}") from None
     if not isinstance(args, list) or not isinstance(packed, list):
         raise RefitFailed("the isolated refit answered out of protocol")
     if not all(isinstance(p, dict) for p in packed):

@@ -21,29 +21,35 @@ import functools
 import json
 import logging
 import os
-import secrets
 import selectors
 import shutil
 import signal
 import stat
 import subprocess
-import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import tuning
-from tuning.sandbox.cgroups import kill_uid, make_cgroups, remove_cgroups
+from tuning.sandbox.cgroups import kill_uid, make_cgroups, remove_cgroups, uid_cpu_seconds
+from tuning.sandbox.spawn import (
+    MODEL_COMPILE_LIMITS,
+    MODEL_IMPORT_LIMITS,
+    NAMESPACES,
+    Limits,
+    jail_command,
+    new_uid,
+)
 
 log = logging.getLogger("tunehub.sandbox")
 FRAME = b"TUNEHUB-ANSWER "
 JAIL_FAILED = 111
-NAMESPACES = ("--pid", "--fork", "--mount", "--net", "--ipc", "--uts")
-UID_RANGE = (1 << 20, 1 << 30)  # far above any account a distribution creates
+IDLE_CPU_SECONDS = 0.1  # what an idle child's tree may use in `Limits.idle_seconds`
+__all__ = ["MODEL_COMPILE_LIMITS", "MODEL_IMPORT_LIMITS", "Limits"]  # re-exported
 
 
 class SandboxError(Exception):
@@ -64,59 +70,6 @@ class SandboxBusy(SandboxError):
 
 class SandboxFailed(SandboxError):
     """The child died, overran a limit or answered out of protocol (``reason`` says which)."""
-
-
-@dataclass(frozen=True)
-class Limits:
-    """What one child may use."""
-
-    cpu_seconds: int = 10  # a parse takes ~1.5 s of CPU; checking a big function a few more
-    wall_seconds: float = 30.0
-    address_space: int = 2 << 30  # per process (a conv2d parse peaks at 0.5 GiB virtual)
-    tree_memory: int = 2 << 30  # the whole tree, where a memory cgroup can be made
-    open_files: int = 256
-    processes: int = 32  # per uid, and each child has a uid of its own: bounds a fork bomb
-    file_size: int = 0  # the root is read-only anyway
-    answer_bytes: int = 8 << 20  # a module's JSON; decoding costs the parent ~30x this
-    stderr_bytes: int = 64 << 10
-    tmp_bytes: int = 0  # a private tmpfs at /tmp of this size (0: no /tmp at all)
-    threads: int = 1  # TVM's (and OpenMP's) thread pool: a compiled model is timed on these
-
-    def rlimits(self) -> dict[str, int]:
-        """The limits as `resource` names (set by the jail before it drops privileges)."""
-        return {
-            "RLIMIT_CPU": self.cpu_seconds,
-            "RLIMIT_AS": self.address_space,
-            "RLIMIT_NOFILE": self.open_files,
-            "RLIMIT_NPROC": self.processes,
-            "RLIMIT_FSIZE": self.file_size,
-            "RLIMIT_CORE": 0,
-            "RLIMIT_MEMLOCK": 0,
-        }
-
-
-# A whole model (`tuning.sandbox.user_model`). Measured in the jail on this 2-core host
-# (TVM 0.27, one thread): the tiny CNN of the tests imports and extracts in ~1 s and compiles
-# (untuned + tuned, both run and timed) in ~1.7 s; a ResNet-18-shaped CNN (1x3x224x224, 11.7 M
-# float32 weights, a 47 MB ONNX file, 19 tasks) takes 3.4 s of CPU and 510 MiB (peak RSS) to
-# import and extract, and 29.5 s of CPU, 626 MiB and ~200 MB of /tmp to compile (two 47 MB
-# libraries; each unscheduled run 1.7 s, five runs per build). The limits leave room for
-# models a few times larger than ResNet-18 (a ResNet-50's 100 MB of weights, ~4x its FLOPs).
-MODEL_IMPORT_LIMITS = Limits(  # also the second child, which re-derives every task
-    cpu_seconds=120,
-    wall_seconds=180.0,
-    address_space=4 << 30,
-    tree_memory=4 << 30,
-    answer_bytes=32 << 20,  # every task's module JSON (ResNet-18's 19: well under 1 MB)
-)
-MODEL_COMPILE_LIMITS = Limits(
-    cpu_seconds=600,
-    wall_seconds=600.0,
-    address_space=4 << 30,
-    tree_memory=6 << 30,  # the processes, and /tmp's pages (a tmpfs is charged to its writer)
-    file_size=1 << 30,  # per file: the exported library embeds the weights
-    tmp_bytes=1 << 30,  # two exported libraries and g++'s objects
-)
 
 
 @dataclass
@@ -184,52 +137,11 @@ def _namespaces_refused() -> str | None:
     return None
 
 
-def _visible_paths() -> list[str]:
-    """Host paths the child sees read-only: libraries, the Python installation, `tuning`."""
-    package = Path(tuning.__file__).resolve().parent
-    paths = ["/usr", "/bin", "/lib", "/lib64", "/etc/ld.so.cache"]
-    for prefix in {sys.base_prefix, sys.prefix, sys.exec_prefix}:
-        paths.append(str(Path(prefix).resolve()))
-    paths.append(str(package))
-    return sorted(set(paths))
-
-
-def _command(
-    uid: int, limits: Limits, cgroups: list[Path], output_dir: Path | None = None
-) -> list[str]:
-    package_root = str(Path(tuning.__file__).resolve().parent.parent)
-    bootstrap = (
-        f"import sys; sys.path.insert(0, {package_root!r}); "
-        "from tuning.sandbox.child import main; main()"
-    )
-    config = {
-        "paths": _visible_paths(),
-        "uid": uid,
-        "cgroups": [str(group) for group in cgroups],
-        "limits": limits.rlimits(),
-        "tmp_bytes": limits.tmp_bytes,
-        "out": str(output_dir) if output_dir is not None else None,
-        "argv": [sys.executable, "-I", "-B", "-c", bootstrap],
-        "env": {
-            "PATH": "/usr/bin:/bin",
-            "HOME": "/",
-            "LANG": "C.UTF-8",
-            "OMP_NUM_THREADS": str(limits.threads),
-            "TVM_NUM_THREADS": str(limits.threads),
-            **({"TMPDIR": "/tmp"} if limits.tmp_bytes else {}),
-        },
-    }
-    jail = str(Path(__file__).with_name("jail.py"))
-    return [
-        "unshare", *NAMESPACES, "--kill-child",
-        "--", sys.executable, "-I", "-S", "-B", jail, json.dumps(config),
-    ]  # fmt: skip
-
-
 def _collect(
-    proc: subprocess.Popen[bytes], payload: bytes, limits: Limits
+    proc: subprocess.Popen[bytes], payload: bytes, limits: Limits, uid: int | None = None
 ) -> tuple[bytes, bytes, str | None]:
-    """(stdout, stderr tail, why it was stopped or None), feeding ``payload`` to stdin."""
+    """(stdout, stderr tail, why it was stopped or None), feeding ``payload`` to stdin. With
+    ``uid`` (the child's), a tree that stays idle for `Limits.idle_seconds` is stopped too."""
     deadline = time.monotonic() + limits.wall_seconds
     out, err = bytearray(), bytearray()
     selector = selectors.DefaultSelector()
@@ -239,6 +151,7 @@ def _collect(
         proc.stdin.close()
     except BrokenPipeError:
         pass
+    busy = _IdleWatch(uid, limits.idle_seconds) if uid is not None and limits.idle_seconds else None
     selector.register(proc.stdout, selectors.EVENT_READ, out)
     selector.register(proc.stderr, selectors.EVENT_READ, err)
     stopped = None
@@ -258,8 +171,31 @@ def _collect(
             break
         if len(err) > limits.stderr_bytes:
             del err[: len(err) - limits.stderr_bytes]
+        if busy is not None and busy.idle():
+            stopped = f"stayed idle for {limits.idle_seconds:g} s"
+            break
     selector.close()
     return bytes(out), bytes(err), stopped
+
+
+class _IdleWatch:
+    """Samples the CPU time of a child's uid; `idle` once a whole window of ``seconds`` added
+    less than `IDLE_CPU_SECONDS` (a sleeping child holding a slot others wait for)."""
+
+    def __init__(self, uid: int, seconds: float) -> None:
+        self.uid, self.seconds = uid, seconds
+        self.samples: deque[tuple[float, float]] = deque()
+
+    def idle(self) -> bool:
+        now = time.monotonic()
+        if self.samples and now - self.samples[-1][0] < 0.5:
+            return False
+        used = uid_cpu_seconds(self.uid)
+        self.samples.append((now, used))
+        while len(self.samples) > 1 and now - self.samples[1][0] >= self.seconds:
+            self.samples.popleft()
+        start, first = self.samples[0]
+        return now - start >= self.seconds and used - first < IDLE_CPU_SECONDS
 
 
 def _decode(out: bytes) -> dict[str, Any]:
@@ -369,7 +305,7 @@ def _run(
     output_dir: Path | None,
     output_files: tuple[str, ...],
 ) -> dict[str, Any]:
-    uid = secrets.randbelow(UID_RANGE[1] - UID_RANGE[0]) + UID_RANGE[0]
+    uid = new_uid()
     cgroups: list[Path] = []
     if output_dir is not None:
         output_dir = output_dir.resolve()
@@ -377,7 +313,7 @@ def _run(
     try:
         cgroups = make_cgroups(uid, limits.tree_memory, limits.processes)
         proc = subprocess.Popen(
-            _command(uid, limits, cgroups, output_dir),
+            jail_command(uid, limits, cgroups, output_dir=output_dir),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -387,7 +323,7 @@ def _run(
         )
         try:
             request = json.dumps({"task": task, **payload}).encode()
-            out, err, stopped = _collect(proc, request, limits)
+            out, err, stopped = _collect(proc, request, limits, uid)
         finally:
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)

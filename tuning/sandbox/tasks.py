@@ -34,9 +34,12 @@ def parse(format: str, source: str) -> dict[str, Any]:  # noqa: A002 - the reque
 
 def check(mod_json: str, shash: str, traces: list[Any]) -> dict[str, Any]:
     """A stored (or about to be stored) workload still passes every check and has ``shash``;
-    the indices of ``traces`` (MetaSchedule trace JSON) that do not replay on it."""
+    the indices of ``traces`` (MetaSchedule trace JSON) that the trace gate refuses or that do
+    not replay on it."""
     import tvm
     from tvm.s_tir.schedule import Schedule, Trace
+
+    from tuning.search.trace_gate import UnsafeTrace, check_trace
 
     mod = checked_module(tvm.ir.load_json(mod_json))
     described = describe(mod)
@@ -45,8 +48,9 @@ def check(mod_json: str, shash: str, traces: list[Any]) -> dict[str, Any]:
     bad = []
     for index, trace in enumerate(traces):
         try:
+            check_trace(trace)
             Trace.apply_json_to_schedule(trace, Schedule(mod))
-        except Exception:  # noqa: BLE001 - a trace that does not replay is refused, not fatal
+        except (UnsafeTrace, Exception):  # noqa: BLE001 - refused or not replayed: not fatal
             bad.append(index)
     return {"bad_traces": bad}
 

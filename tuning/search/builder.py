@@ -7,6 +7,9 @@ little loaded. The candidates arrive already scheduled and tensorized, so the im
 to build them: `fast_build` does what `default_build` does minus that import (LLVM then builds a
 candidate in 0.03-0.18 s).
 
+Each candidate is linked into a shared library without start files (`checked_export`): the
+job's jailed runner loads only libraries `tuning.publish.library_check` accepts.
+
 `LocalBuilder` also starts its worker processes afresh for every batch (against a slow memory
 leak of long-lived workers), and each one imports TVM before it builds anything: 2-4 s of every
 batch on a 2-core machine, most of the cost of a small batch. `PooledBuilder` keeps its workers
@@ -25,6 +28,19 @@ def fast_build(mod: Any, target: Any, _params: Any = None) -> Any:
 
     mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
     return tvm_build(mod, target=target)
+
+
+def checked_export(module: Any) -> str:
+    """Link the built module into a shared library the jailed runner may load (no start
+    files; checked by `tuning.publish.library_check`, else the candidate fails here); its
+    path. MetaSchedule's `default_export` writes a tar of objects that `LocalRunner` links
+    when it loads them."""
+    import tempfile
+    from pathlib import Path
+
+    from tuning.publish.library_check import export_library
+
+    return str(export_library(module, Path(tempfile.mkdtemp()) / "candidate.so"))
 
 
 WORKER_USES = 64  # builds before a worker process is replaced (LocalBuilder's leak)
@@ -52,9 +68,8 @@ def make_builder(max_workers: int, timeout_sec: float = 60.0) -> Any:
             )
 
         def build(self, build_inputs: list[Any]) -> list[Any]:
-            # None: the worker looks MetaSchedule's default export up itself.
             jobs = [
-                (fast_build, None, b.mod, b.target, _serialize_params(b.params))
+                (fast_build, checked_export, b.mod, b.target, _serialize_params(b.params))
                 for b in build_inputs
             ]
             results = []

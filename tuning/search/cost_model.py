@@ -20,7 +20,7 @@ from typing import Any
 from tuning.hardware.intrinsics import load_tensor_intrinsics
 from tuning.ir import load_mod
 from tuning.search.storage import SearchStorage, TrainingRecord
-from tuning.search.traces import trace_from_text
+from tuning.search.trace_gate import check_trace_text
 
 log = logging.getLogger("tunehub.cost_model")
 
@@ -78,8 +78,8 @@ def train(storage: SearchStorage, target: Any, num_cores: int) -> tuple[Any, int
         for row in ok[:MAX_RECORDS_PER_WORKLOAD]:
             sch = Schedule(mod)
             try:
-                Trace.apply_json_to_schedule(trace_from_text(row.trace_json), sch)
-            except Exception:  # noqa: BLE001 - a trace this TVM cannot replay teaches nothing
+                Trace.apply_json_to_schedule(check_trace_text(row.trace_json), sch)
+            except Exception:  # noqa: BLE001 - a trace refused or not replayed teaches nothing
                 continue
             candidates.append(MeasureCandidate(sch, args_info))
             results.append(RunnerResult([FloatImm("float32", s) for s in row.run_secs], None))

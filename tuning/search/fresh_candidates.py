@@ -1,10 +1,14 @@
-"""A search strategy that measures only schedules the database does not hold yet.
+"""A search strategy that measures only schedules the database does not hold yet, and only
+those that pass the trace gate.
 
 MetaSchedule's evolutionary search starts each round from the database's best records and
 remembers only the candidates it picked itself, so a stored schedule (a warm start's seed, an
 earlier job's best, this job's measured first batch) can be picked and measured again: a trial
 of the budget spent on a record that the store then drops as a duplicate. `FreshCandidates`
-wraps the evolutionary search and drops such candidates before they are built.
+wraps the evolutionary search and drops such candidates before they are built. It also drops
+a candidate whose trace `tuning.search.trace_gate` refuses: the evolutionary search mutates the
+database's records, some of which a user imported, so its candidates pass the same gate as
+every other trace before they are built and loaded.
 """
 
 from __future__ import annotations
@@ -14,6 +18,9 @@ from typing import Any
 
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.search_strategy import PySearchStrategy
+
+from tuning.search.trace_gate import UnsafeTrace, check_trace
+from tuning.search.traces import plain_json
 
 IsStored = Callable[[Any, Any], bool]  # (workload module, candidate trace) -> already stored?
 
@@ -51,7 +58,11 @@ class FreshCandidates(PySearchStrategy):
             candidates = self.inner.generate_measure_candidates()
             if candidates is None:
                 return None
-            fresh = [c for c in candidates if not self.is_stored(self.mod, c.sch.trace)]
+            fresh = [
+                c
+                for c in candidates
+                if passes_gate(c.sch.trace) and not self.is_stored(self.mod, c.sch.trace)
+            ]
             if fresh:
                 return fresh
         return None
@@ -61,3 +72,13 @@ class FreshCandidates(PySearchStrategy):
 
     def clone(self) -> Any:
         return FreshCandidates(self.inner.clone(), self.is_stored, self.max_stale_rounds)
+
+
+def passes_gate(trace: Any) -> bool:
+    """True when a candidate's trace (a `tvm.s_tir.schedule.Trace`, postprocessors included)
+    passes `tuning.search.trace_gate`."""
+    try:
+        check_trace(plain_json(trace.as_json(remove_postproc=False)))
+    except (UnsafeTrace, TypeError):
+        return False
+    return True

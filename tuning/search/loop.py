@@ -146,7 +146,8 @@ def run_search(
 
     Every measured candidate is committed to ``database`` by MetaSchedule's default callbacks
     before ``on_batch`` sees the batch. ``on_batch`` may raise `SearchCancelled` to stop.
-    ``runner`` measures candidates (default: a `LocalRunner`; an `RPCRunner` for remote devices).
+    ``runner`` measures candidates (default: a jailed runner of its own, `tuning.hardware.devices`;
+    an `RPCRunner` for remote devices).
     ``cost_model_path``: a saved `XGBModel` to start from (`tuning.search.cost_model`) instead of an
     untrained one. ``space``: the design space (`tuning.search.spaces`); ``mod`` must already be the
     space's module (`tuning.search.spaces.space_module`). ``measure_first``: traces (postprocessed,
@@ -192,7 +193,10 @@ def run_search(
     cost_model = XGBModel(num_tuning_cores=cores)
     if cost_model_path is not None:
         cost_model.load(str(cost_model_path))
-    runner = runner if runner is not None else Measurer(str(target.kind.name)).runner()
+    own_measurer = None
+    if runner is None:  # a jailed runner of this search's own, on ``cores`` threads
+        own_measurer = Measurer(str(target.kind.name), work_dir=Path(work_dir), threads=cores)
+        runner = own_measurer.runner()
     stop = _Stop()
     progress = _Progress(on_batch, stop)
     callbacks = list(MeasureCallback.create("default")) + [_progress_callback(progress)]
@@ -220,9 +224,11 @@ def run_search(
         raise
     finally:
         builder.shutdown()
-        pool = getattr(runner, "pool", None)  # TVM's runners: LocalRunner and RPCRunner have one
+        pool = getattr(runner, "pool", None)  # TVM's RPCRunner has one
         if pool is not None:
             pool.shutdown()
+        if own_measurer is not None:
+            own_measurer.close()
 
 
 def first_batch(
@@ -237,8 +243,11 @@ def first_batch(
 ) -> list[Any]:
     """What the search measures before its evolutionary rounds, at most ``size`` traces: the
     ``given`` ones (a warm start's seeds), then, in the packed space, its register-tile seeds
-    (`tuning.search.tile_seeds`); each once, and none that ``stored`` already holds."""
+    (`tuning.search.tile_seeds`); each once, none that ``stored`` already holds and none the
+    trace gate refuses."""
     from tvm.s_tir.meta_schedule import TuneContext
+
+    from tuning.search.fresh_candidates import passes_gate
 
     first = list(given)
     if space == PACKED and len(first) < size:
@@ -249,6 +258,7 @@ def first_batch(
         except Exception:  # noqa: BLE001 - seeds are an optimisation, never a reason to fail
             log.exception("register-tile seeds failed; the search starts without them")
     unique = list({str(trace): trace for trace in first}.values())  # a seed of both kinds once
+    unique = [trace for trace in unique if passes_gate(trace)]
     if stored is not None:
         unique = [trace for trace in unique if not stored.is_stored(mod, trace)]
     return unique[:size]

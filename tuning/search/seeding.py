@@ -22,7 +22,7 @@ from typing import Any
 
 from tuning.ir import load_mod
 from tuning.search.storage import SearchStorage, StoredWorkload
-from tuning.search.traces import trace_from_text
+from tuning.search.trace_gate import check_trace_text
 
 log = logging.getLogger("tunehub.seeding")
 
@@ -81,11 +81,12 @@ def neighbours(
 
 def _adapt(source_mod: Any, trace_json: str, target_mod: Any, postprocs: list[Any]) -> Any:
     """The trace of ``trace_json`` (recorded on ``source_mod``) replayed on ``target_mod`` with
-    refitted tiles and the postprocessors applied, or None when it does not fit."""
+    refitted tiles and the postprocessors applied, or None when it does not fit
+    (`tuning.search.trace_gate.UnsafeTrace` when the gate refuses it)."""
     from tvm.s_tir.schedule import Schedule, Trace
 
     source = Schedule(source_mod)
-    Trace.apply_json_to_schedule(trace_from_text(trace_json), source)
+    Trace.apply_json_to_schedule(check_trace_text(trace_json), source)
     sch = Schedule(target_mod)
 
     def decide(inst: Any, inputs: list[Any], _attrs: list[Any], decision: Any) -> Any:
