@@ -67,6 +67,9 @@ class WorkloadRow(Base):
     mod_json: Mapped[str] = mapped_column(Text, nullable=False)
     flop: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    # A user workload's first submitter: who may import records for it (None: the catalog's,
+    # or no identity recorded).
+    owner: Mapped[str | None] = mapped_column(String(128), nullable=True)
 
 
 class JobRow(Base):

@@ -90,9 +90,11 @@ class WorkloadInfo:
 
 @dataclass(frozen=True)
 class Workload(WorkloadInfo):
-    """A workload (`WorkloadRow`) with its PrimFunc as TVM JSON."""
+    """A workload (`WorkloadRow`) with its PrimFunc as TVM JSON and, for a user's, its owner
+    (the identity that submitted it first: only it or an admin may import records for it)."""
 
     mod_json: str
+    owner: str | None
 
 
 @dataclass(frozen=True)

@@ -83,16 +83,23 @@ class CatalogRows(Aggregate):
             return [value_of(Target, row) for row in rows]
 
     def get_or_create_workload(
-        self, shash: str, mod_json: str, operator: str | None, params: dict[str, Any], flop: float
+        self,
+        shash: str,
+        mod_json: str,
+        operator: str | None,
+        params: dict[str, Any],
+        flop: float,
+        owner: str | None = None,
     ) -> Workload:
         """Return the workload with this structural hash and origin, creating it on first use.
 
         The origin follows ``operator``: a named catalog operator is a ``catalog`` workload
         (built by the service itself); no operator means ``user`` (raw TIR or imported, parsed
         in isolation). The two are keyed apart, so a user's function never takes over a catalog
-        workload's identity, reference or schedules, even when it hashes the same. The caller
-        checks structural equality against ``mod_json`` of a returned workload when it must be
-        certain (a 64-bit hash collision is the only way the two can differ).
+        workload's identity, reference or schedules, even when it hashes the same. A user
+        workload created here gets ``owner`` (its first submitter); an existing one keeps its
+        own. The caller checks structural equality against ``mod_json`` of a returned workload
+        when it must be certain (a 64-bit hash collision is the only way the two can differ).
         """
         origin = CATALOG if operator is not None else USER
         found = self._get_or_create(
@@ -100,7 +107,7 @@ class CatalogRows(Aggregate):
             Workload,
             (WorkloadRow.shash == shash) & (WorkloadRow.origin == origin),
             dict(shash=shash, origin=origin, mod_json=mod_json, operator=operator, params=params,
-                 flop=flop),
+                 flop=flop, owner=owner if origin == USER else None),
         )  # fmt: skip
         if found is None:  # (shash, origin) is the only unique key: a conflict matches it
             raise RuntimeError(f"workload {shash} ({origin}) was neither found nor created")
@@ -110,6 +117,14 @@ class CatalogRows(Aggregate):
         """The workload with this id, or None."""
         with self._session() as s:
             row = s.get(WorkloadRow, workload_id)
+            return None if row is None else value_of(Workload, row)
+
+    def find_user_workload(self, shash: str) -> Workload | None:
+        """The user workload (raw TIR, a model's task, an import) with this hash, or None."""
+        with self._session() as s:
+            row = s.scalar(
+                select(WorkloadRow).where(WorkloadRow.shash == shash, WorkloadRow.origin == USER)
+            )
             return None if row is None else value_of(Workload, row)
 
     def find_workload(self, shash: str) -> Workload | None:

@@ -11,7 +11,7 @@ from service.api.deps import QueueDep, StoreDep
 from service.api.models import ExportOut, ImportOut
 from service.api.usecases.export_database import export_database as export
 from service.api.usecases.import_database import import_database as import_
-from service.auth import AnyReader, Submitter
+from service.auth import AnyReader, CodeSubmitter
 from service.errors import responses
 from service.schemas import ImportBody
 from service.strict_input import StrictRoute
@@ -32,9 +32,10 @@ def export_database(
 
 @router.post("/import", status_code=201, response_model=ImportOut, responses=ISOLATION_RESPONSES)
 def import_database(
-    body: ImportBody, who: Submitter, store: StoreDep, queue: QueueDep
+    body: ImportBody, who: CodeSubmitter, store: StoreDep, queue: QueueDep
 ) -> dict[str, Any]:
     """Store a JSON database's workloads and records for ``target`` and queue the verification
-    of each workload's best. Any bad line is a 422 naming the file and line; nothing is written
-    then."""
+    of each workload's best. Needs ``submit-code`` (it carries modules and traces). Any bad
+    line is a 422 naming the file and line, a workload another identity owns a 403
+    ``not_owner``; nothing is written then."""
     return import_(store, queue, who, body)

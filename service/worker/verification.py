@@ -1,9 +1,13 @@
 """A job's verification and publication: the fastest stored candidates verified against the
-reference and re-timed side by side with the plain function, the fastest of them published.
+reference and re-timed side by side with the plain function and the current best, the fastest
+of them published.
 
 The search's best measurement is the luckiest of many noisy ones, so every verified candidate
 of the top `VERIFY_CANDIDATES` (of either space) is timed again here, and the plain
-(unscheduled) function competes too: nothing slower than it is ever served. A packed candidate
+(unscheduled) function competes too: nothing slower than it is ever served. So does the
+(workload, target)'s current best: a record's stored figure may be a claim (an import's
+``run_secs``), so a candidate replaces the best only by out-measuring it here, on this worker,
+in the same session. A packed candidate
 is checked through its ``pack_<i>`` functions then ``main_packed`` and timed as deployed
 (``main_packed`` alone); the winner's published library adds the drop-in ``main`` (the user's
 layouts, packing inside the call), checked too.
@@ -97,6 +101,12 @@ def verify_and_publish(
     schedule id. Raises `VerificationError` when no candidate passes, `LostOwnership` when
     another worker owns the job now."""
     top = store.records.top_k(inputs.workload.id, inputs.target.id, VERIFY_CANDIDATES)
+    current = store.schedules.best(inputs.workload.id, inputs.target.id)
+    best_id = current.record_id if current is not None else None
+    if best_id is not None and all(r.id != best_id for r in top):
+        record = store.records.get(best_id)
+        if record is not None:
+            top.append(record)  # the best to beat, re-measured beside the candidates
     winner = _pick_winner(inputs, top, target, measurer, work_dir)
     artifact = publish(artifact_dir, winner.library)
     record = winner.record

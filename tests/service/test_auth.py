@@ -283,16 +283,18 @@ def test_missing_unknown_expired_and_revoked_tokens_are_401(tmp_path: Path) -> N
 
 def test_who_may_send_a_body_is_decided_before_it_is_read(deployment: Deployment) -> None:
     """Without a token (or with one lacking the scope) a write is refused before its body is
-    read: broken JSON and a 1 MB import get the 401 or 403, not a 422 after parsing them."""
+    read: broken JSON and a 1 MB import get the 401 or 403, not a 422 after parsing them
+    (a `submit` token too: an import needs `submit-code`)."""
     broken = {"content": b"{not json", "headers": {"content-type": "application/json"}}
     big = {"target": "host", "database_workload.json": "x" * 2**20,
            "database_tuning_record.json": ""}  # fmt: skip
-    for who, status in (("anonymous", 401), ("read", 403)):
+    for who, status in (("anonymous", 401), ("read", 403), ("submit", 403)):
         headers = {**broken["headers"], **deployment.headers(who)}
         assert deployment.http.post("/import", content=broken["content"], headers=headers
                                     ).status_code == status  # fmt: skip
         assert deployment.post(who, "/import", big).status_code == status
-    assert deployment.post("submit", "/import", big).status_code == 422  # read, then judged
+    # An import carries modules and traces: code, so `submit-code` (read, then judged).
+    assert deployment.post("submit-code", "/import", big).status_code == 422
 
 
 def test_me_says_who_the_token_is(deployment: Deployment) -> None:

@@ -1,6 +1,7 @@
 """Verification of user functions (raw TIR, a model's tasks): the reference is the function as
-written, run by TVM (in a jailed kernel runner, as the worker runs it), and the tolerance grows with the terms a reduction sums, as the catalog's
-contractions' do, so that a correct schedule that only sums in another order is not refused."""
+written, run by TVM (in a jailed kernel runner, as the worker runs it), and the tolerance
+grows with the terms a reduction sums, as the catalog's contractions' do, so that a correct
+schedule that only sums in another order is not refused."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ def _dot(n: int, summed: int | None = None) -> tvm.IRModule:
 
 def _workload(mod: tvm.IRModule) -> Workload:
     return Workload(
-        1, "0", "user", None, {}, 0.0, datetime.now(timezone.utc), tvm.ir.save_json(mod)
+        1, "0", "user", None, {}, 0.0, datetime.now(timezone.utc), tvm.ir.save_json(mod), None
     )
 
 

@@ -18,6 +18,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
+from tuning.search.trace_gate import UnsafeTrace, check_trace
 from tuning.search.traces import FAILED_RUN_SECS
 
 MIN_RUN_SECS = 1e-9  # one nanosecond: no kernel a worker measures runs faster
@@ -69,7 +70,8 @@ def encode_record_line(index: int, trace_json: str, run_secs: list[float],
 
 
 def decode_record_line(line: str, number: int, workloads: int) -> RecordLine:
-    """A record-file line, checked for shape; ``workloads`` bounds its workload index."""
+    """A record-file line, checked for shape and its trace by `tuning.search.trace_gate`;
+    ``workloads`` bounds its workload index."""
     try:
         index, (trace, run_secs, target, args_info) = json.loads(line)
         if not isinstance(index, int) or not 0 <= index < workloads:
@@ -79,7 +81,12 @@ def decode_record_line(line: str, number: int, workloads: int) -> RecordLine:
         if not isinstance(target, dict) or not isinstance(target.get("kind"), str):
             raise ValueError("target must be a JSON target object")
         secs = checked_run_secs(run_secs)
+        check_trace(trace)
         return RecordLine(index, trace, secs, target, args_info)
+    except UnsafeTrace as err:
+        raise InterchangeError(
+            f"{RECORD_FILE} line {number}: its trace is refused: {err}"
+        ) from None
     except (ValueError, TypeError, RecursionError) as err:
         reason = "nested too deeply" if isinstance(err, RecursionError) else err
         raise InterchangeError(f"{RECORD_FILE} line {number}: not a record ({reason})") from None

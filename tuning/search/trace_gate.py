@@ -46,12 +46,12 @@ INSTRUCTIONS = frozenset(
         # Reads of the schedule's state.
         "GetSBlock", "GetLoops", "GetChildBlocks", "GetProducers", "GetConsumers",
         # Loop transformations.
-        "Split", "Fuse", "Reorder", "Parallel", "Vectorize", "Bind", "Unroll",
+        "Split", "Fuse", "Reorder", "Parallel", "Vectorize", "Bind", "Unroll", "AddUnitLoop",
         # Block transformations and caches.
-        "CacheRead", "CacheWrite", "ReIndex", "SetScope", "StorageAlign", "ComputeAt",
-        "ReverseComputeAt", "ComputeInline", "ReverseComputeInline", "DecomposeReduction",
-        "RFactor", "Blockize", "Tensorize", "PadEinsum", "TransformLayout",
-        "TransformBlockLayout", "DecomposePadding",
+        "CacheRead", "CacheWrite", "ReadAt", "WriteAt", "ReIndex", "SetScope", "StorageAlign",
+        "ComputeAt", "ReverseComputeAt", "ComputeInline", "ReverseComputeInline",
+        "DecomposeReduction", "RFactor", "Blockize", "Tensorize", "PadEinsum", "TransformLayout",
+        "TransformBlockLayout",
         # Sampling (the decisions the search mutates) and bookkeeping.
         "SamplePerfectTile", "SamplePartitionedTile", "SampleCategorical",
         "SampleComputeLocation", "Annotate", "Unannotate", "EnterPostproc",
@@ -62,9 +62,25 @@ _RV = re.compile(r"^[blv]\d{1,7}$")  # a block, loop or expression random variab
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]{0,255}$")  # a block, function or intrinsic name
 _STRUCTURE = re.compile(r'^"[SRsr]{1,16}"$')  # a multi-level tiling structure, quoted
 
+MAX_INTEGER = (1 << 31) - 1  # every integer of a trace fits int32 (extents, tiles, steps)
 SCOPES = frozenset(
-    {"global", "local", "shared", "shared.dyn", "warp", "wmma.matrix_a", "wmma.matrix_b",
+    {"global", "local", "shared", "shared.dyn", "wmma.matrix_a", "wmma.matrix_b",
      "wmma.accumulator", "m16n8k8.matrixA", "m16n8k8.matrixB", "m16n8k8.matrixC"}
+)  # fmt: skip
+# The tensor intrinsics MetaSchedule's default CPU and CUDA rules tensorize with (TVM's
+# registry holds more, for other targets, whose bodies call other builtins).
+TENSOR_INTRINSICS = frozenset(
+    {"dot_16x4_vnni", "dot_16x4_avx512"}
+    | {f"wmma_fill_16x16x16_{t}" for t in ("f32", "f16", "s32")}
+    | {f"wmma_load_16x16x16_{t}_{m}_shared_dyn" for t in ("f16", "s8")
+       for m in ("a", "b", "b_trans")}
+    | {f"wmma_sync_16x16x16_{t}{tr}" for t in ("f16f16f32", "f16f16f16", "s8s8s32")
+       for tr in ("", "_trans")}
+    | {f"wmma_store_16x16x16_{t}_shared_dyn" for t in ("f32", "f16", "s32")}
+    | {f"mma_init_m16n8k8_{t}" for t in ("f16", "f32")}
+    | {f"mma_load_m16n8k8_f16_{m}_shared_dyn" for m in ("A", "B")}
+    | {f"mma_sync_m16n8k8_f16f16{t}" for t in ("f16", "f32")}
+    | {f"mma_store_m16n8k8_{t}_global" for t in ("f16", "f32")}
 )  # fmt: skip
 THREAD_AXES = frozenset(
     f"{kind}.{axis}" for kind in ("blockIdx", "threadIdx", "vthread") for axis in "xyz"
@@ -73,6 +89,7 @@ INDEX_MAP_NODES = frozenset(
     {"None", "int", "ir.PrimType", "ffi.String", "ffi.Array", "ir.Var", "ir.IntImm",
      "tirx.IndexMap", "prim.Add", "prim.Sub", "prim.Mul", "prim.FloorDiv", "prim.FloorMod"}
 )  # fmt: skip
+INDEX_DTYPES = frozenset({"int32", "int64"})
 
 
 class UnsafeTrace(ValueError):
@@ -80,29 +97,29 @@ class UnsafeTrace(ValueError):
 
 
 def _integer(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, int) and not isinstance(value, bool) and abs(value) <= MAX_INTEGER
 
 
 def _int_or_rv(value: Any) -> bool:
     return _integer(value) or (isinstance(value, str) and bool(_RV.match(value)))
 
 
-def _quoted_name(value: Any) -> bool:
-    return (
-        isinstance(value, str)
-        and len(value) > 2
-        and value[0] == value[-1] == '"'
-        and bool(_NAME.match(value[1:-1]))
-    )
+def _quoted(allowed: frozenset[str]) -> Callable[[Any], bool]:
+    """A validator of a string literal (quoted, as traces write them) that is one of these."""
+
+    def check(value: Any) -> bool:
+        return (
+            isinstance(value, str)
+            and len(value) >= 2
+            and value[0] == value[-1] == '"'
+            and (value[1:-1] in allowed)
+        )
+
+    return check
 
 
 def _int_list(value: Any) -> bool:
     return isinstance(value, list) and len(value) <= 64 and all(map(_integer, value))
-
-
-def _schedule_rule(value: Any) -> bool:
-    return value in {f'"meta_schedule.{n}"' for n in ("pool_avg", "pool_max", "adaptive_pool_avg",
-                                                       "adaptive_pool_max")}  # fmt: skip
 
 
 # Annotation key -> the values it may take (Annotate's second input; Unannotate has none).
@@ -117,15 +134,27 @@ ANNOTATIONS: dict[str, Callable[[Any], bool]] = {
     "meta_schedule.thread_extent_high_inclusive": _integer,
     "meta_schedule.layout_rewrite_preproc": lambda v: isinstance(v, (bool, int)),
     "meta_schedule.tiling_structure": lambda v: isinstance(v, str) and bool(_STRUCTURE.match(v)),
-    "meta_schedule.auto_tensorize": _quoted_name,
-    "meta_schedule.auto_tensorize_init": _quoted_name,
+    "meta_schedule.auto_tensorize": _quoted(TENSOR_INTRINSICS | {""}),
+    "meta_schedule.auto_tensorize_init": _quoted(TENSOR_INTRINSICS),
+    # The two pragmas the search's own postprocessor writes (every other ``pragma_*`` reaches
+    # the code generator: ``pragma_import_llvm`` links LLVM text, ``pragma_import_c`` pastes C).
     "pragma_auto_unroll_max_step": _int_or_rv,
     "pragma_unroll_explicit": _int_or_rv,
     "software_pipeline_stage": _int_list,
     "software_pipeline_order": _int_list,
     "software_pipeline_async_stages": _int_list,
     "warp_execution": _integer,
-    "schedule_rule": _schedule_rule,
+    "vector_bytes": _integer,
+    "local_stage": _integer,
+    "double_buffer_scope": _integer,
+    "tirx.manifest_shared_memory_local_stage": _integer,
+    "permuted_layout": _quoted(frozenset({"g2s_A", "g2s_B", "s2l_A", "s2l_B"})),
+    "schedule_rule": _quoted(
+        frozenset(
+            f"meta_schedule.{n}"
+            for n in ("pool_avg", "pool_max", "adaptive_pool_avg", "adaptive_pool_max")
+        )
+    ),  # fmt: skip
 }
 
 
@@ -164,7 +193,7 @@ def check_trace_text(text: str) -> Any:
 
 
 def _plain_numbers(value: Any, depth: int = 0) -> bool:
-    if value is None or isinstance(value, (bool, int, float)):
+    if value is None or isinstance(value, (bool, float)) or _integer(value):
         return True
     if not isinstance(value, list) or depth >= 2:
         return False
@@ -193,7 +222,7 @@ def _check_instruction(instruction: Any) -> None:
 
 
 def _input_value(value: Any, depth: int = 0) -> bool:
-    if value is None or isinstance(value, (bool, int, float)):
+    if value is None or isinstance(value, (bool, float)) or _integer(value):
         return True
     if isinstance(value, str):
         return value == "None" or bool(_RV.match(value))  # "None": an absent variable
@@ -228,12 +257,14 @@ def _check_attrs(kind: str, attrs: list[Any]) -> None:
             continue
         if kind == "GetSBlock" and _NAME.match(value):
             continue  # the block's and the function's names
-        if kind in ("CacheRead", "CacheWrite", "SetScope", "ReIndex") and value in SCOPES:
+        if kind in ("CacheRead", "CacheWrite", "SetScope", "ReadAt", "WriteAt") and (
+            value in SCOPES
+        ):
             continue
         if kind == "Bind" and value in THREAD_AXES:
             continue
-        if kind == "Tensorize" and position == 0 and _NAME.match(value):
-            continue  # a registered tensor intrinsic's name
+        if kind == "Tensorize" and position == 0 and value in TENSOR_INTRINSICS:
+            continue
         raise UnsafeTrace(f"{kind}: attribute {position} ({value[:60]!r}) is not allowed")
 
 
@@ -257,6 +288,14 @@ def check_index_map(value: Any) -> None:
         kind = node.get("type") if isinstance(node, dict) else None
         if kind not in INDEX_MAP_NODES:
             raise UnsafeTrace(f"an index map holds a {str(kind)[:60]!r}: only index arithmetic")
-        if kind == "ffi.String" and not (isinstance(node.get("data"), str)
-                                         and _NAME.match(node["data"])):  # fmt: skip
+        data = node.get("data")
+        if kind == "ffi.String" and not (isinstance(data, str) and _NAME.match(data)):
             raise UnsafeTrace("an index map's names are identifiers")
+        if kind == "int" and not (
+            _integer(data) or (isinstance(data, int) and abs(data) < 1 << 31)
+        ):
+            raise UnsafeTrace("an index map's constants are integers")
+        if kind == "ir.PrimType" and not (
+            isinstance(data, dict) and data.get("dtype") in INDEX_DTYPES
+        ):
+            raise UnsafeTrace("an index map computes integer indices")

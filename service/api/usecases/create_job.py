@@ -50,7 +50,12 @@ def create_job(
 
     stored_target = record_target(store, body.target, target)
     stored_workload = store.catalog.get_or_create_workload(
-        workload.shash, workload.mod_json, workload.operator, workload.params, workload.flop
+        workload.shash,
+        workload.mod_json,
+        workload.operator,
+        workload.params,
+        workload.flop,
+        owner=who.name,
     )
     job = store.jobs.create(
         stored_workload.id,

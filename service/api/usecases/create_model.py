@@ -93,7 +93,7 @@ def create_model(
     jobs = []
     for task, trials in zip(parsed.tasks, split_budget(body.trials, sizes), strict=True):
         workload = store.catalog.get_or_create_workload(
-            task.shash, task.mod_json, None, {"task": task.name}, task.flop
+            task.shash, task.mod_json, None, {"task": task.name}, task.flop, owner=who.name
         )
         space = resolve_space("auto", tuple(task.layout_free), target.kind)
         job = store.jobs.create(

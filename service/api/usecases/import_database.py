@@ -1,8 +1,15 @@
 """Importing a MetaSchedule JSON database for a target: its workloads and records are stored
-(the modules parsed only in the limited child processes of `tuning.sandbox.user_tir`), and one
-job is queued per workload whose budget the imported records already cover: the target's
-worker then skips the search and verifies the best against the reference before it can be
-served."""
+(the modules parsed only in the limited child processes of `tuning.sandbox.user_tir`, every
+trace through `tuning.search.trace_gate`), and one job is queued per workload whose budget the
+imported records already cover: the target's worker then skips the search and verifies the
+best against the reference before it can be served, re-measured beside the current best
+(`service.worker.verification`): an import's claimed timings never make a best.
+
+Ownership: a user workload belongs to the identity that submitted it first (raw TIR, a model's
+task, a build's task, an import). An import may bring records for new workloads and for the
+importer's own; one that names a workload another identity owns is refused (403
+``not_owner``), unless the importer is an admin. Jobs may be submitted for anyone's workload:
+their traces are the search's own."""
 
 from __future__ import annotations
 
@@ -11,10 +18,11 @@ from collections import defaultdict
 from typing import Any
 
 from schedules_db import Store
+from schedules_db.tokens import ADMIN
 from schedules_db.values import JobState, NewRecord
 from service.api.usecases.dispatch import dispatch_or_defer
 from service.api.usecases.target_names import resolve_job_target
-from service.auth import Identity, check_target
+from service.auth import Identity, check_target, forbidden
 from service.errors import invalid
 from service.queue import JobQueue, queue_name
 from service.schemas import ImportBody
@@ -43,19 +51,23 @@ def import_database(
     each workload's best; returns what was stored (`service.api.models.ImportOut`).
 
     Refusals: a target tunehub refuses, or one no worker registered without ``admin`` (422);
-    0 or more than `MAX_WORKLOADS` workloads, more than `MAX_RECORDS` records, or any bad line
-    (a 422 naming the file and line; nothing is written then); no isolated parser free or
-    available (429/503).
+    0 or more than `MAX_WORKLOADS` workloads, more than `MAX_RECORDS` records, or any bad line,
+    a trace the gate refuses among them (a 422 naming the file and line); a workload another
+    identity owns (403); no isolated parser free or available (429/503). Nothing is written
+    on any refusal.
     """
     import tvm  # here, not at module level: the API process loads TVM on first use
 
     target = resolve_job_target(body.target, store)
     check_target(who, target.canonical, store)
     parsed, records = _checked_database(body, who.limit_key)
+    _check_owner(store, who, parsed)
 
     stored_target = record_target(store, body.target, target)
     workload_ids = [
-        store.catalog.get_or_create_workload(p.shash, p.mod_json, None, {}, p.flop).id
+        store.catalog.get_or_create_workload(
+            p.shash, p.mod_json, None, {}, p.flop, owner=who.name
+        ).id
         for p in parsed
     ]
     added = 0
@@ -94,6 +106,21 @@ def import_database(
         "records_known": len(records) - added,
         "jobs": jobs,
     }
+
+
+def _check_owner(store: Store, who: Identity, parsed: list[ParsedTir]) -> None:
+    """403 ``not_owner`` at the first workload line that names another identity's workload."""
+    for number, workload in enumerate(parsed, start=1):
+        existing = store.catalog.find_user_workload(workload.shash)
+        if existing is not None and not who.owns(existing.owner):
+            raise forbidden(
+                ADMIN,
+                ("body", WORKLOAD_FILE),
+                f"{WORKLOAD_FILE} workload {number} is workload {existing.id}, submitted by "
+                f"{existing.owner or 'nobody on record'}: only they or an admin may import "
+                "records for it",
+                "not_owner",
+            )
 
 
 def _checked_database(body: ImportBody, who: str) -> tuple[list[ParsedTir], list[RecordLine]]:

@@ -67,7 +67,7 @@ def tune_missing(
     stored_target = record_target(store, body.target, target)
     workloads = {
         task.shash: store.catalog.get_or_create_workload(
-            task.shash, task.mod_json, None, {"task": task.name}, task.flop
+            task.shash, task.mod_json, None, {"task": task.name}, task.flop, owner=who.name
         )
         for task in parsed
     }
