@@ -49,6 +49,16 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     if refusal:
         print(f"tunehub: {refusal}", file=sys.stderr)
         return 2
+    if args.workers:
+        from tuning.sandbox import unavailable_reason
+
+        if reason := unavailable_reason():  # its workers would refuse to start
+            print(
+                f"tunehub: local workers run kernels only in a jail, and isolation is "
+                f"unavailable here: {reason} (run as root, or serve with --workers 0)",
+                file=sys.stderr,
+            )
+            return 2
     settings.resolved_data_dir.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, **settings.as_env()}
     workers = [

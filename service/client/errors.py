@@ -63,6 +63,11 @@ class IntegrityError(Exception):
     """A downloaded artifact whose sha256 differs from what the service announced."""
 
 
+class UnsafeArtifact(IntegrityError):
+    """A downloaded library that `tuning.publish.library_check` refuses (it would run code
+    when loaded, or call beyond TVM's runtime and libm): never written where it was asked."""
+
+
 class Offline(Exception):
     """The server cannot be reached and nothing usable is cached for the request."""
 

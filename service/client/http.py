@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 
 from service.client.cache import LibraryCache
-from service.client.errors import IntegrityError, TunehubError, answer_error
+from service.client.errors import IntegrityError, TunehubError, UnsafeArtifact, answer_error
 from service.client.fetch import FetchedLibrary, fetch_library
 
 __all__ = ["FetchedLibrary", "IntegrityError", "TunehubClient", "TunehubError"]
@@ -228,9 +228,13 @@ class TunehubClient:
         )
 
     def download(self, path: str, dest: str | Path, what: str) -> str:
-        """Stream the file at ``path`` (under ``/api/v1``) to ``dest`` through a partial file,
-        check it against the ``X-Content-SHA256`` the server announced, and return that sha256;
-        `IntegrityError` (naming ``what``) when they differ, nothing left at ``dest``."""
+        """Stream the library at ``path`` (under ``/api/v1``) to ``dest`` through a partial
+        file, check it against the ``X-Content-SHA256`` the server announced and with
+        `tuning.publish.library_check` (what a process may load), and return that sha256;
+        `IntegrityError` (naming ``what``) when they differ, `UnsafeArtifact` when the check
+        refuses it: nothing is left at ``dest`` then."""
+        from tuning.publish.library_check import UnsafeLibrary, check_library
+
         dest = Path(dest)
         digest = hashlib.sha256()
         partial = dest.with_name(dest.name + ".partial")
@@ -246,6 +250,11 @@ class TunehubClient:
         if digest.hexdigest() != announced:
             partial.unlink(missing_ok=True)
             raise IntegrityError(f"{what}: sha256 {digest.hexdigest()} != announced {announced!r}")
+        try:
+            check_library(partial)
+        except UnsafeLibrary as err:
+            partial.unlink(missing_ok=True)
+            raise UnsafeArtifact(f"{what} is refused, not loaded: {err}") from None
         partial.replace(dest)
         return announced
 

@@ -46,6 +46,7 @@ from service.client.thread_pool import (
     pinned_threads,
     threads_for,
 )
+from tuning.publish.library_check import check_library
 
 __all__ = [
     "Kernel",
@@ -404,6 +405,7 @@ def _load_library(
                 f"library: {path} is not schedule {schedule.get('id', '?')}'s artifact "
                 f"(sha256 {sha256_of(path)}, announced {announced})"
             )
+        check_library(path)  # what runs on load (a constructor) is refused before it runs
         return tvm.runtime.load_module(str(path))
     with tempfile.TemporaryDirectory(prefix="tunehub-kernel-") as folder:
         path = Path(folder) / f"{announced}.so"
@@ -411,7 +413,7 @@ def _load_library(
             client.download_artifact(_field(schedule, "id"), path)
         else:
             with TunehubClient() as own:
-                own.download_artifact(_field(schedule, "id"), path)
+                own.download_artifact(_field(schedule, "id"), path)  # checked as downloaded
         return tvm.runtime.load_module(str(path))
 
 

@@ -21,6 +21,7 @@ from tuning.hardware.host import current_tvm_series, host_fingerprint
 from tuning.hardware.intrinsics import load_tensor_intrinsics
 from tuning.hardware.peak import target_peak_gflops
 from tuning.hardware.threads import pin_runtime_threads, target_threads
+from tuning.sandbox import unavailable_reason
 
 log = logging.getLogger("tunehub.worker")
 
@@ -55,7 +56,19 @@ def run_worker(
 
     TVM and the tensor intrinsics its targets need are loaded here, once, before the first job
     (see `tuning.hardware.intrinsics`: ~1 s for CPU targets, ~30 s when the CUDA set is needed).
+
+    A worker that measures on this machine runs every candidate in a jail
+    (`tuning.sandbox.kernel_jail`): where isolation cannot be built (not root, no ``unshare``,
+    a seccomp profile that forbids namespaces) it refuses to start (`SystemExit`), before it
+    touches the store or the broker.
     """
+    if rpc is None:
+        reason = unavailable_reason()
+        if reason:
+            raise SystemExit(
+                f"tunehub worker: kernels run only in a jail, and isolation is unavailable "
+                f"here: {reason} (run the worker as root, or measure on a device with --rpc-*)"
+            )
     engine = make_engine(settings.store_url)
     upgrade_schema(engine)
     store = Store(engine, tvm_series=current_tvm_series())

@@ -37,14 +37,39 @@ CUDA = {
 }
 
 
+def _workloads(spaces: tuple[str, ...]) -> list[tuple[Any, tuple[int, ...]]]:
+    """(module, weights) of `SAMPLED`, and with the packed space the tiny CNN's tasks (a
+    model's fused functions: int64 shapes, bias folded into the weights' layout)."""
+    import tvm
+
+    from tests.tuning.model_cases import tiny_cnn
+    from tuning.catalog import get_operator
+    from tuning.catalog.workload import catalog_workload
+    from tuning.hardware.targets import resolve_target
+    from tuning.ir import layout_free_operands
+    from tuning.models.frontends import relax_module
+    from tuning.models.inputs import ModelInput
+    from tuning.models.pipeline import extract, tuning_pipeline
+
+    found = []
+    for name, params in SAMPLED:
+        op = get_operator(name)
+        found.append((catalog_workload(name, op.Params(**params)).mod, op.constant_operands))
+    if "packed" in spaces:
+        target = tvm.target.Target(resolve_target("host").canonical)
+        inputs = [ModelInput("x", (1, 3, 16, 16), "float32")]
+        model = relax_module("onnx", tiny_cnn().SerializeToString(), inputs)
+        for task in extract(tuning_pipeline(model, target), target):
+            found.append((task.mod, layout_free_operands(task.mod)))
+    return found
+
+
 def _space_traces(canonical: dict[str, Any], spaces: tuple[str, ...]) -> list[Any]:
-    """Every design space of `SAMPLED` on the target, sampled and postprocessed, as the
+    """Every design space of `_workloads` on the target, sampled and postprocessed, as the
     search stores its candidates' traces."""
     import tvm
     from tvm.s_tir.meta_schedule import TuneContext
 
-    from tuning.catalog import get_operator
-    from tuning.catalog.workload import catalog_workload
     from tuning.hardware.intrinsics import load_tensor_intrinsics
     from tuning.search.spaces import PACKED, space_generator, space_module
     from tuning.search.traces import plain_json
@@ -52,13 +77,11 @@ def _space_traces(canonical: dict[str, Any], spaces: tuple[str, ...]) -> list[An
     load_tensor_intrinsics([canonical])
     target = tvm.target.Target(canonical)
     traces = []
-    for name, params in SAMPLED:
-        op = get_operator(name)
-        spec = catalog_workload(name, op.Params(**params))
+    for workload, weights in _workloads(spaces):
         for space in spaces:
-            if space == PACKED and not op.constant_operands:
+            if space == PACKED and not weights:
                 continue
-            mod = space_module(spec.mod, space, op.constant_operands)
+            mod = space_module(workload, space, weights)
             context = TuneContext(
                 mod=mod, target=target, space_generator=space_generator(space, target, mod),
                 num_threads=1, rand_state=1,

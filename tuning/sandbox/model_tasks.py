@@ -183,6 +183,7 @@ def model_compile(
     seeded inputs, time both, and write the tuned library to ``/out/model.so``."""
     from tuning.models.pipeline import compile_with, database_of, extract
     from tuning.models.run import OutputsDiffer, max_abs_error, random_inputs, run_library
+    from tuning.publish.library_check import export_library
 
     fused, target, given = _model(format, source, inputs, target)
     if str(target.kind.name) != "llvm":
@@ -194,7 +195,7 @@ def model_compile(
     built = {}
     for name, chosen in (("untuned", []), ("tuned", kept)):
         path = BUILD_DIR / f"{name}.so"
-        compile_with(fused, target, database_of(tasks, chosen, target)).export_library(str(path))
+        export_library(compile_with(fused, target, database_of(tasks, chosen, target)), path)
         built[name] = run_library(path, arrays)
     try:
         error = max_abs_error(built["untuned"].outputs, built["tuned"].outputs)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tuning.models.inputs import DTYPES, InvalidInputs, ModelInput, check_inputs
+from tuning.publish.library_check import UnsafeLibrary, check_library
 from tuning.sandbox import Limits, SandboxFailed, holding_slot, run_isolated
 from tuning.sandbox.runner import MODEL_COMPILE_LIMITS, MODEL_IMPORT_LIMITS
 from tuning.sandbox.user_tir import ALLOWED_IMPORTS, BUILTIN_NAMES, MAX_SHASH_DIGITS
@@ -366,7 +367,8 @@ def compile_model(
     ``args_info``: its tasks' tuned schedules) in an isolated child; the tuned library is
     ``out_dir``/model.so (``out_dir``: new or empty). A record matching no task is ignored, one
     whose trace does not replay is skipped (counted). `ModelRejected` when the child refuses
-    or fails (the tuned and untuned builds disagree, a limit, a crash)."""
+    or fails (the tuned and untuned builds disagree, a limit, a crash) or the library fails
+    `tuning.publish.library_check`."""
     text = _request_source(fmt, source)
     given = _checked_inputs(inputs)
     payload = {"format": fmt, "source": text, "inputs": given, "target": target_spec,
@@ -386,6 +388,10 @@ def compile_model(
     path = out_dir / OUTPUT_FILE
     if path.stat().st_size == 0:
         raise _out_of_protocol()
+    try:  # every client that fetches the model loads it: nothing may run on load
+        check_library(path)
+    except UnsafeLibrary as err:
+        raise ModelRejected(f"the compiled model is refused: {err}") from None
     tasks = _count(answer, "tasks", MAX_TASKS * 4)
     return CompiledModel(
         path=path,

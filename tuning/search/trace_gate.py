@@ -19,8 +19,9 @@ through it):
   postprocessor writes, no file names, no source text;
 * a string attribute is what its instruction takes (a block or function name, a storage scope
   of `SCOPES`, a thread axis of `THREAD_AXES`, a tensor intrinsic's name), never free text;
-* an index map (``TransformLayout``, ``TransformBlockLayout``) holds only variables, integer
-  constants and ``+ - * // %``: `INDEX_MAP_NODES`;
+* an index map (``TransformLayout``, ``TransformBlockLayout``) holds only integer variables,
+  integer constants, ``+ - * // %``, ``min``, ``max`` and casts between integer types:
+  `INDEX_MAP_NODES`;
 * sizes are bounded (`MAX_INSTRUCTIONS`, `MAX_TEXT`).
 
 Callers: the import (`service.api.usecases.import_database`, a 422 naming the line), the
@@ -87,7 +88,8 @@ THREAD_AXES = frozenset(
 )
 INDEX_MAP_NODES = frozenset(
     {"None", "int", "ir.PrimType", "ffi.String", "ffi.Array", "ir.Var", "ir.IntImm",
-     "tirx.IndexMap", "prim.Add", "prim.Sub", "prim.Mul", "prim.FloorDiv", "prim.FloorMod"}
+     "tirx.IndexMap", "prim.Add", "prim.Sub", "prim.Mul", "prim.FloorDiv", "prim.FloorMod",
+     "prim.Min", "prim.Max", "prim.Cast"}
 )  # fmt: skip
 INDEX_DTYPES = frozenset({"int32", "int64"})
 
@@ -269,8 +271,9 @@ def _check_attrs(kind: str, attrs: list[Any]) -> None:
 
 
 def check_index_map(value: Any) -> None:
-    """An index map's ``save_json`` text holds only `INDEX_MAP_NODES` (variables, integer
-    constants, ``+ - * // %``): no call, no load, nothing that reaches code."""
+    """An index map's ``save_json`` text holds only `INDEX_MAP_NODES` (integer variables and
+    constants, ``+ - * // %``, ``min``, ``max``, integer casts): no call, no load, nothing
+    that reaches code."""
     if not isinstance(value, str) or len(value) > MAX_TEXT:
         raise UnsafeTrace("an index map is TVM JSON text")
     try:
