@@ -12,6 +12,7 @@ from fastapi.exceptions import RequestValidationError
 from schedules_db import Store, make_engine, upgrade_schema
 from schedules_db.sessions import DashboardSessions
 from schedules_db.tokens import TokenStore
+from service.allowed_hosts import AllowedHosts, allowed_hosts
 from service.api import (
     catalog,
     interchange,
@@ -101,6 +102,8 @@ def create_app(settings: Settings | None = None, run_reaper: bool = True) -> Fas
     app.add_exception_handler(RecursionError, recursion_error_handler)
     app.add_middleware(BodyLimit, caps=route_caps(settings), default=settings.max_body_bytes)
     install_dashboard(app)
+    # Outermost: a request addressed to a name this service does not answer to goes no further.
+    app.add_middleware(AllowedHosts, hosts=allowed_hosts(settings.allowed_hosts))
 
     @app.get("/healthz", tags=["health"], response_model=Health, responses=responses(413))
     def healthz() -> dict[str, str]:

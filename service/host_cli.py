@@ -13,6 +13,7 @@ import socket
 import sys
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
 
 from service.settings import Settings
 from service.supervisor import start_group, stop_group, supervise
@@ -43,6 +44,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     """The API on host:port plus ``--workers`` local worker processes for the host target."""
     import uvicorn
 
+    from service.allowed_hosts import WILDCARD_ADDRESSES, allowed_hosts
     from service.app import create_app
 
     refusal = serve_refusal(args.host, settings, args.insecure)
@@ -59,6 +61,8 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
                 file=sys.stderr,
             )
             return 2
+    if args.host not in WILDCARD_ADDRESSES:  # the address it listens on is a name it answers to
+        settings = replace(settings, allowed_hosts=(*settings.allowed_hosts, args.host))
     settings.resolved_data_dir.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, **settings.as_env()}
     workers = [
@@ -80,6 +84,8 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     print(f"tunehub: store {settings.store_url}", flush=True)
     print(f"tunehub: broker {settings.broker}", flush=True)
     print(f"tunehub: artifacts {settings.artifacts}", flush=True)
+    names = ", ".join(allowed_hosts(settings.allowed_hosts))
+    print(f"tunehub: answers to Host {names} (TUNEHUB_ALLOWED_HOSTS adds names)", flush=True)
     if settings.auth:
         reads = "anonymous reads allowed" if settings.anonymous_reads else "reads need a token"
         print(f"tunehub: auth ON (bearer tokens; {reads})", flush=True)

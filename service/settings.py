@@ -19,6 +19,11 @@ def default_timing_ms() -> int:
 TRUE_WORDS, FALSE_WORDS = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
+def _names(text: str) -> tuple[str, ...]:
+    """A comma-separated list of names."""
+    return tuple(name.strip() for name in text.split(",") if name.strip())
+
+
 def _flag(text: str) -> bool:
     """A boolean environment variable: 1/true/yes/on or 0/false/no/off."""
     word = text.strip().lower()
@@ -63,6 +68,9 @@ class Settings:
     # Isolated parsers of user code (tuning.sandbox) one API process runs at once; a request
     # past that gets a 429 with Retry-After. Each takes ~1.5 s of a core and up to 4 GiB.
     max_parses: int = 2
+    # Host names the API answers to besides the loopback ones (service.allowed_hosts): a
+    # request addressed to any other name is a 400 (DNS rebinding).
+    allowed_hosts: tuple[str, ...] = ()
 
     @classmethod
     def from_env(cls, **overrides: object) -> Settings:
@@ -92,6 +100,7 @@ class Settings:
             ("max_import_body_bytes", int),
             ("max_model_body_bytes", int),
             ("max_parses", int),
+            ("allowed_hosts", _names),
         ):
             raw = env.get(ENV_PREFIX + name.upper())
             if raw:
@@ -138,6 +147,11 @@ class Settings:
         for item in fields(self):
             value = getattr(self, item.name)
             if value is not None:
-                text = ("1" if value else "0") if isinstance(value, bool) else str(value)
+                if isinstance(value, bool):
+                    text = "1" if value else "0"
+                elif isinstance(value, tuple):
+                    text = ",".join(value)
+                else:
+                    text = str(value)
                 env.setdefault(ENV_PREFIX + item.name.upper(), text)
         return env

@@ -191,6 +191,8 @@ class _IdleWatch:
         if self.samples and now - self.samples[-1][0] < 0.5:
             return False
         used = uid_cpu_seconds(self.uid)
+        if self.samples and used < self.samples[-1][1]:  # processes ended (their time went)
+            self.samples.clear()
         self.samples.append((now, used))
         while len(self.samples) > 1 and now - self.samples[1][0] >= self.seconds:
             self.samples.popleft()

@@ -22,9 +22,12 @@ def parse(format: str, source: str) -> dict[str, Any]:  # noqa: A002 - the reque
     import tvm
 
     if format == "tvmscript":
+        from tvm.script.parser.core.entry import _default_globals
         from tvm.script.parser.core.entry import parse as parse_script
 
-        obj = parse_script(source)
+        # TVMScript's own names, without ``tvm`` itself (the filter allows no such name).
+        names = {k: v for k, v in _default_globals().items() if k in ("T", "I", "tir", "ir")}
+        obj = parse_script(source, extra_vars=names)
     elif format == "json":
         obj = tvm.ir.load_json(source)
     else:

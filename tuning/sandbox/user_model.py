@@ -24,7 +24,8 @@ from tuning.models.inputs import DTYPES, InvalidInputs, ModelInput, check_inputs
 from tuning.publish.library_check import UnsafeLibrary, check_library
 from tuning.sandbox import Limits, SandboxFailed, holding_slot, run_isolated
 from tuning.sandbox.runner import MODEL_COMPILE_LIMITS, MODEL_IMPORT_LIMITS
-from tuning.sandbox.user_tir import ALLOWED_IMPORTS, BUILTIN_NAMES, MAX_SHASH_DIGITS
+from tuning.sandbox.script_filter import check_script_names
+from tuning.sandbox.user_tir import ALLOWED_IMPORTS, MAX_SHASH_DIGITS
 from tuning.sandbox.user_tir import FREE_NAMES as TIR_NAMES
 
 MAX_ONNX_BYTES = 512 << 20  # base64 in the request to the child: 683 MiB of JSON
@@ -113,7 +114,8 @@ def check_relax_syntax(text: str) -> str:
     """Reject TVMScript whose Python goes beyond one ``@I.ir_module`` class (the filter of
     `user_tir.check_syntax`, with Relax's ``R``): imports of TVMScript's own modules only, no
     dunder names, no lambdas or globals, and every name read is TVMScript's or bound in the
-    source (no ``eval``, ``open``, ``getattr``). One statement more is allowed, as TVM prints
+    source (no ``eval``, ``open``, ``getattr``), and every attribute chain one TVMScript offers
+    (`tuning.sandbox.script_filter`). One statement more is allowed, as TVM prints
     a module with weights (``mod.script(show_meta=True)``): ``metadata =
     tvm.ir.load_json("...")`` with a string literal, after which the class may read
     ``metadata``. Returns the text with its import lines blanked (the parser defines ``I``,
@@ -147,16 +149,7 @@ def check_relax_syntax(text: str) -> str:
                                 f"{type(node).__name__} at line {node.lineno}")  # fmt: skip
     if classes != 1:
         raise ModelRejected("exactly one @I.ir_module class is expected")
-    bound = {arg.arg for arg in ast.walk(tree) if isinstance(arg, ast.arg)}
-    bound |= {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
-    bound |= {
-        n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
-    }
-    if bound & BUILTIN_NAMES:
-        raise ModelRejected(f"name {sorted(bound & BUILTIN_NAMES)[0]!r} is a Python builtin")
-    # A Name is read (Load) unless bound by the source (Store); the metadata statement's own
-    # names (``tvm``) are checked by its shape, not here.
-    readable = bound | FREE_NAMES | ({METADATA} if metadata else set())
+    # The metadata statement's own names (``tvm.ir.load_json``) are checked by its shape.
     skipped = {id(n) for statement in metadata for n in ast.walk(statement)}
     for found in ast.walk(tree):
         if id(found) in skipped:
@@ -164,13 +157,10 @@ def check_relax_syntax(text: str) -> str:
         line = getattr(found, "lineno", "?")
         if isinstance(found, (ast.Import, ast.ImportFrom)) and found not in tree.body:
             raise ModelRejected(f"import inside the module (line {line})")
-        name = getattr(found, "id", None) or getattr(found, "attr", None)
-        if isinstance(name, str) and "__" in name:
-            raise ModelRejected(f"name {name!r} is not allowed (line {line})")
         if isinstance(found, (ast.Lambda, ast.Global, ast.Nonlocal, ast.AsyncFunctionDef)):
             raise ModelRejected(f"{type(found).__name__} is not allowed (line {line})")
-        if isinstance(found, ast.Name) and found.id not in readable:
-            raise ModelRejected(f"name {found.id!r} is not allowed (line {line})")
+    readable = FREE_NAMES | ({METADATA} if metadata else set())
+    check_script_names(tree, readable, ModelRejected, skipped)
     return "\n".join(lines) + "\n"
 
 

@@ -15,17 +15,16 @@ importer's way to re-check a stored module and replay traces on it, in a child a
 from __future__ import annotations
 
 import ast
-import builtins
 import math
 from dataclasses import dataclass
 from typing import Any
 
 from tuning.sandbox import SandboxFailed, holding_slot, run_isolated
+from tuning.sandbox.script_filter import check_script_names
 
 MAX_SOURCE_BYTES = 256 * 1024
 # Names TVMScript text may read without binding them itself.
 FREE_NAMES = frozenset({"T", "I", "range", "len", "min", "max", "int", "float", "bool", "tuple"})
-BUILTIN_NAMES = frozenset(dir(builtins))
 MAX_SHASH_DIGITS = 20  # a 64-bit hash in decimal
 ALLOWED_IMPORTS = {
     "tvm",
@@ -90,30 +89,12 @@ def check_syntax(source: str) -> str:
         line = getattr(found, "lineno", "?")
         if isinstance(found, (ast.Import, ast.ImportFrom)) and found not in tree.body:
             raise TirRejected(f"import inside the function (line {line})")
-        name = getattr(found, "id", None) or getattr(found, "attr", None)
-        if isinstance(name, str) and "__" in name:
-            raise TirRejected(f"name {name!r} is not allowed (line {line})")
         if isinstance(found, (ast.Lambda, ast.Global, ast.Nonlocal, ast.AsyncFunctionDef)):
             raise TirRejected(f"{type(found).__name__} is not allowed (line {line})")
-    _only_known_names(tree)
+    # Names and attribute chains: TVMScript's own, or bound by the source (no `eval`, `open`,
+    # `getattr`, no `I.entry.inspect...`): tuning.sandbox.script_filter.
+    check_script_names(tree, FREE_NAMES, TirRejected)
     return "\n".join(lines) + "\n"
-
-
-def _only_known_names(tree: ast.Module) -> None:
-    """Every name read is TVMScript's (`FREE_NAMES`) or bound in the source itself (a
-    parameter, loop or block variable, a buffer): no ``eval``, ``open``, ``getattr``, ``print``."""
-    bound = {arg.arg for arg in ast.walk(tree) if isinstance(arg, ast.arg)}
-    bound |= {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
-    bound |= {
-        n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
-    }
-    shadowing = sorted(bound & BUILTIN_NAMES)
-    if shadowing:  # `for eval in range(1)` would otherwise make `eval` a "bound" name
-        raise TirRejected(f"name {shadowing[0]!r} is a Python builtin and cannot be bound")
-    for node in ast.walk(tree):
-        known = isinstance(node, ast.Name) and (node.id in bound or node.id in FREE_NAMES)
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and not known:
-            raise TirRejected(f"name {node.id!r} is not allowed (line {node.lineno})")
 
 
 def _ask(task: str, **payload: Any) -> dict[str, Any]:
