@@ -172,6 +172,14 @@ class TokenStore:
             row = conn.execute(query).first()
         return None if row is None else TokenInfo.of(row)
 
+    def get(self, token_id: int) -> TokenInfo | None:
+        """The token with this id, in any state (a long request checks its token still is
+        active); None if there is none."""
+        query = select(ApiTokenRow.__table__).where(ApiTokenRow.id == token_id)
+        with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            row = conn.execute(query).first()
+        return None if row is None else TokenInfo.of(row)
+
     def list(self) -> list[TokenInfo]:
         """Every token (revoked and expired ones too), oldest first."""
         with self._sessions.begin() as session:

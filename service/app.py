@@ -81,6 +81,8 @@ def create_app(settings: Settings | None = None, run_reaper: bool = True) -> Fas
         version="0.1.0",
         description="Shared auto-tuning for Apache TVM: submit jobs, fetch tuned schedules.",
         lifespan=lifespan,
+        docs_url=None,  # served by the dashboard from this origin (service.dashboard)
+        redoc_url=None,
     )
     for router in (
         jobs.router,

@@ -11,7 +11,8 @@ in its dependency, so the route table says what each route needs (`access_rules`
   ``WWW-Authenticate: Bearer``; missing, unknown, expired and revoked tokens each say so), whose
   scopes imply the rule's (else 403). `AnyReader` routes also answer without a token when
   ``Settings.anonymous_reads`` is on (identity ``anonymous``);
-* on write routes, spends one token of the identity's write bucket (else 429).
+* on POST routes (writes, and the batch read ``POST /lookup``), spends one token of the
+  identity's write bucket (else 429).
 
 Checks that depend on the request body (`require`: raw TIR needs ``submit-code``, priority above
 0 needs ``admin``; `check_target`: a target no worker registered needs ``admin``) are called by
@@ -261,12 +262,15 @@ def _is_loopback(address: str) -> bool:
 
 
 ANY_READ = Access(READ, anonymous=True)
+ANY_READ_POSTED = Access(READ, anonymous=True, write=True)  # a read sent as a POST: limited
 READ_ONLY = Access(READ)
 SUBMIT_RULE = Access(SUBMIT, write=True)
 SUBMIT_CODE_RULE = Access(SUBMIT_CODE, write=True)
 ADMIN_RULE = Access(ADMIN, write=True)
 
 AnyReader = Annotated[Identity, Depends(ANY_READ)]  # read; anonymous if the operator allows
+# The same, for a read sent as a POST (a whole model's lookup): it spends the write bucket.
+PostedReader = Annotated[Identity, Depends(ANY_READ_POSTED)]
 Reader = Annotated[Identity, Depends(READ_ONLY)]  # read, always with a token
 Submitter = Annotated[Identity, Depends(SUBMIT_RULE)]
 CodeSubmitter = Annotated[Identity, Depends(SUBMIT_CODE_RULE)]

@@ -103,6 +103,7 @@ def cancel_job(
 
 EVENTS_POLL_S = 0.5
 EVENTS_KEEPALIVE_S = 15.0
+EVENTS_REAUTH_S = 2.0  # how often a stream checks its token is still active
 EVENTS_RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {
         "description": "The job's events (``retry``, then ``state``/``progress`` events whose "
@@ -120,12 +121,15 @@ EVENTS_RESPONSES: dict[int | str, dict[str, Any]] = {
     responses=EVENTS_RESPONSES,
 )
 async def job_events(
-    job_id: RowId, request: Request, who: AnyReader, store: StoreDep, settings: SettingsDep
+    job_id: RowId, request: Request, who: AnyReader, services: ServicesDep
 ) -> StreamingResponse:
     """Server-sent events for one job until it is final: ``state`` when its state changes
     (the first event is always one), ``progress`` when trials or the best latency move, then
     ``end``. Each event's data is the job as ``GET /jobs/{id}`` shows it. A client that loses
-    the stream (an API restart) reconnects and gets the current state first."""
+    the stream (an API restart) reconnects and gets the current state first. A stream opened
+    with a token ends (``end`` with ``"reason": "token_<state>"``) within seconds of that token
+    being revoked or expiring."""
+    store, settings, tokens = services.store, services.settings, services.tokens
     if await run_in_threadpool(store.jobs.get, job_id) is None:
         raise not_found("job", job_id)
 
@@ -133,10 +137,22 @@ async def job_events(
         job = present(store.jobs.get(job_id), f"job {job_id}")
         return job_view(store, settings, job)
 
+    def token_state() -> str:
+        token = tokens.get(who.token.id) if who.token is not None else None
+        return "active" if who.token is None else (token.state() if token else "revoked")
+
     async def stream() -> AsyncIterator[str]:
         yield "retry: 2000\n\n"
         last_state, last_progress, quiet_since, seq = None, None, time.monotonic(), 0
+        checked = time.monotonic()
         while not await request.is_disconnected():
+            if who.token is not None and time.monotonic() - checked > EVENTS_REAUTH_S:
+                checked = time.monotonic()
+                state = await run_in_threadpool(token_state)
+                if state != "active":
+                    end = {"id": job_id, "state": last_state, "reason": f"token_{state}"}
+                    yield f"event: end\ndata: {json.dumps(end)}\n\n"
+                    return
             body = await run_in_threadpool(current)
             progress = body["progress"]
             kind = None

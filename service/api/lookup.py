@@ -22,7 +22,7 @@ from service.api.deps import QueueDep, SettingsDep, StoreDep
 from service.api.models import LookupOut, TunedRecordOut
 from service.api.usecases.neighbour_answers import answer_missing
 from service.api.usecases.target_names import resolve_job_target
-from service.auth import AnyReader
+from service.auth import AnyReader, PostedReader
 from service.schemas import SHASH_PATTERN, LookupBody
 from service.strict_input import StrictRoute
 from service.targets import find_named_target
@@ -38,7 +38,7 @@ NEIGHBOUR_ONLY = ("provenance", "verified")
 @router.post("/lookup", response_model=LookupOut, response_model_exclude_unset=True)
 def lookup(
     body: LookupBody,
-    who: AnyReader,
+    who: PostedReader,
     store: StoreDep,
     queue: QueueDep,
     settings: SettingsDep,

@@ -1,5 +1,7 @@
 """The dashboard: pages at ``/`` over the same store as the API, their scripts and styles at
-``/static``, the login at ``/dashboard/session``, security headers on every answer."""
+``/static``, the login at ``/dashboard/session``, the API's interactive docs at ``/docs`` and
+``/redoc`` (Swagger UI and ReDoc from ``/static/vendor``, never a CDN), security headers on
+every answer."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from service.dashboard.highlight import stylesheet
 from service.dashboard.security import SecurityHeaders
 
 STATIC = Path(__file__).parent / "static"
+TEMPLATES = Path(__file__).parent / "templates"
 
 
 def install_dashboard(app: FastAPI) -> None:
@@ -25,6 +28,16 @@ def install_dashboard(app: FastAPI) -> None:
     @app.get("/static/highlight.css", include_in_schema=False)
     def highlight_css() -> Response:
         return Response(css, media_type="text/css", headers={"Cache-Control": "max-age=3600"})
+
+    docs = {page: (TEMPLATES / f"{page}.html").read_bytes() for page in ("docs", "redoc")}
+
+    @app.get("/docs", include_in_schema=False)
+    def swagger_ui() -> Response:
+        return Response(docs["docs"], media_type="text/html; charset=utf-8")
+
+    @app.get("/redoc", include_in_schema=False)
+    def redoc() -> Response:
+        return Response(docs["redoc"], media_type="text/html; charset=utf-8")
 
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     app.add_middleware(SecurityHeaders)

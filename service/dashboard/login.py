@@ -57,13 +57,17 @@ class LogoutOut(BaseModel):
         400: refusal_schema("auth is off: there is no session to open"),
         401: refusal_schema("the token is unknown, expired or revoked"),
         403: refusal_schema("the request came from another site"),
+        429: refusal_schema("the client address's write rate is exhausted",
+                            {"Retry-After": "seconds to wait"}),
     },
-)
+)  # fmt: skip
 def open_session(
     body: Login, request: Request, response: Response, services: ServicesDep
 ) -> dict[str, Any]:
     """Log in: 200 with the identity and its scopes, and the session cookie; 401 for a token
-    that is unknown, expired or revoked; 403 from another origin; 400 with auth off."""
+    that is unknown, expired or revoked; 403 from another origin; 400 with auth off; 429 past
+    the client address's write rate (every POST is limited)."""
+    services.write_limiter.check(f"addr:{request.client.host if request.client else ''}")
     if not services.settings.auth:
         raise Refusal(400, "auth is off: the dashboard needs no login", "auth_off")
     if not same_origin(request):
@@ -86,10 +90,15 @@ def open_session(
 @router.post(
     "/logout",
     response_model=LogoutOut,
-    responses={403: refusal_schema("the session's CSRF token is missing or wrong")},
-)
+    responses={
+        403: refusal_schema("the session's CSRF token is missing or wrong"),
+        429: refusal_schema("the client address's write rate is exhausted",
+                            {"Retry-After": "seconds to wait"}),
+    },
+)  # fmt: skip
 def logout(request: Request, response: Response, services: ServicesDep) -> dict[str, bool]:
     """Log out: end the session (its CSRF token is required) and clear the cookie."""
+    services.write_limiter.check(f"addr:{request.client.host if request.client else ''}")
     session = session_of(request)
     ended = False
     if session:

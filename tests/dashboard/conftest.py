@@ -94,7 +94,8 @@ class Guard:
 
     def _request(self, request: Request) -> None:
         self.requests.append(request.url)
-        if not (request.url.startswith(self.origin + "/") or request.url.startswith("data:")):
+        local = (self.origin + "/", "blob:" + self.origin + "/", "data:")  # blob: its own
+        if not request.url.startswith(local):
             self.offsite.append(request.url)
 
     def _dialog(self, dialog: Dialog) -> None:

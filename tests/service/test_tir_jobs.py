@@ -85,6 +85,28 @@ def main(A: T.Buffer((4, 4), "float32"), B: T.Buffer((4, 4), "float32")):
         B[0, 0] = A[0, 0]
 """
 _OUT_OF_BOUNDS = HANDWRITTEN.replace("B[vi, vj] =", "B[vi + 1, vj] =")
+# The security probe of c7ee873 (issue 25): Python run in the parse child through
+# I.entry.inspect (findings 3), a shape whose byte count wrapped to 0 (4), and a function of
+# bare loops that the worker then failed on with an AttributeError (5).
+_COPY = """
+@T.prim_func(s_tir=True)
+def main(A: T.Buffer({shape}, "float32"), B: T.Buffer((16,), "float32")):
+    for i in range({extent}):
+        with T.sblock("b"):
+            vi = T.axis.spatial(16, i)
+            B[vi] = A[vi, 0]
+"""
+_PROBE_CHAIN = _COPY.format(
+    shape="(16, 1)",
+    extent='16 + (I.entry.inspect.builtins.exec("import os; os.getcwd()") or 0)',
+)
+_WRAPPING_SHAPE = _COPY.format(shape="(4294967296, 4294967296)", extent="16")
+_BARE_LOOPS = """
+@T.prim_func(s_tir=True)
+def main(A: T.Buffer((16,), "float32"), B: T.Buffer((16,), "float32")):
+    for i in range(16):
+        B[i] = A[i]
+"""
 _MATMUL_SCRIPT = catalog_workload("matmul", get_operator("matmul").Params(**SHAPE)).mod.script()
 
 
@@ -110,11 +132,15 @@ _MATMUL_SCRIPT = catalog_workload("matmul", get_operator("matmul").Params(**SHAP
         ("tvmscript", _EXTERN.format('T.call_packed("tunehub.x", A[0, 0])'), "not allowed"),
         ("tvmscript", _OUT_OF_BOUNDS, "cannot prove"),
         ("tvmscript", running("open('pwned', 'w').write('owned')"), "'eval' is not allowed"),
+        ("tvmscript", _PROBE_CHAIN, "'I.entry.inspect.builtins.exec' is not one TVMScript offers"),
+        ("tvmscript", _WRAPPING_SHAPE, "buffers take 73786976294838206528 bytes"),
+        ("tvmscript", _BARE_LOOPS, "root block"),
         ("tvmscript", _MATMUL_SCRIPT.replace('"float32"', 'open("pwned", "w").write("x")', 1),
          "'open' is not allowed"),
     ],
     ids=["import", "dunder", "statement", "syntax", "cpu-bomb", "huge", "bad-json", "bad-graph",
-         "segfault", "call-extern", "call-packed", "out-of-bounds", "eval-open", "open"],
+         "segfault", "call-extern", "call-packed", "out-of-bounds", "eval-open", "probe-chain",
+         "wrapping-shape", "bare-loops", "open"],
 )  # fmt: skip
 def test_hostile_or_malformed_tir_is_a_422_and_writes_nothing(
     api: tuple, fmt: str, source: str, reason: str

@@ -20,6 +20,7 @@ The scheduled modules MetaSchedule derives from a checked function are the servi
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
@@ -365,14 +366,13 @@ class _Checker:
         )
 
     def _allocate(self, buffer: Any) -> None:
-        import numpy as np
         import tvm
 
         _compact(buffer, "allocated buffer")
         if buffer.scope() not in ALLOC_SCOPES:
             raise UnsafeTir(f"allocated buffer {buffer.name!r} has scope {buffer.scope()!r}")
         shape = _static_shape(buffer, "allocated buffer")
-        self.allocated += int(np.prod(shape, dtype=np.int64)) * tvm.DataType(buffer.dtype).bits // 8
+        self.allocated += math.prod(shape) * tvm.DataType(buffer.dtype).bits // 8
         if self.allocated > MAX_ALLOC_BYTES:
             raise UnsafeTir(f"internal allocations exceed {MAX_ALLOC_BYTES} bytes")
         self.buffers[hash(buffer)] = shape

@@ -5,6 +5,7 @@ Shared by the TIR tasks (`tuning.sandbox.tasks`) and the model tasks
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from tuning.ir import arg_specs, normalize, structural_hash
@@ -18,8 +19,10 @@ class Refused(ValueError):
 
 
 def checked_module(obj: Any) -> Any:
-    """The normalised one-function IRModule of a parsed object, after every safety check."""
-    import numpy as np
+    """The normalised one-function IRModule of a parsed object, after every safety check: one
+    PrimFunc whose body is its root block (MetaSchedule schedules blocks; a function of bare
+    loops has none), static buffers of at most `MAX_BUFFER_BYTES` in all (in Python integers:
+    a (2^32, 2^32) buffer is 2^66 bytes, not the 0 that 64-bit arithmetic wraps it to)."""
     import tvm
 
     if isinstance(obj, tvm.IRModule):
@@ -30,13 +33,17 @@ def checked_module(obj: Any) -> Any:
     if not isinstance(obj, tvm.tirx.PrimFunc):
         raise Refused(f"expected a PrimFunc, got {type(obj).__name__}")
     mod = normalize(obj)
+    if type(mod["main"].body).__name__ != "SBlockRealize":
+        raise Refused("the function's body must be its root block holding T.sblock blocks")
     try:
         specs = arg_specs(mod["main"])
     except (TypeError, ValueError, KeyError, AttributeError):
         raise Refused("every parameter must be a buffer of static shape") from None
     if len(specs) < 2:
         raise Refused("the function needs inputs and one output (last)")
-    total = sum(int(np.prod(shape)) * tvm.DataType(dtype).bits // 8 for shape, dtype in specs)
+    total = sum(
+        math.prod(int(x) for x in shape) * tvm.DataType(dtype).bits // 8 for shape, dtype in specs
+    )
     if total > MAX_BUFFER_BYTES:
         raise Refused(f"buffers take {total} bytes, over {MAX_BUFFER_BYTES}")
     try:
