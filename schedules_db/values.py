@@ -86,15 +86,15 @@ class WorkloadInfo:
     params: dict[str, Any]
     flop: float
     created_at: datetime
+    # A user workload's first submitter: only it (or an admin) may import records for it.
+    owner: str | None
 
 
 @dataclass(frozen=True)
 class Workload(WorkloadInfo):
-    """A workload (`WorkloadRow`) with its PrimFunc as TVM JSON and, for a user's, its owner
-    (the identity that submitted it first: only it or an admin may import records for it)."""
+    """A workload (`WorkloadRow`) with its PrimFunc as TVM JSON."""
 
     mod_json: str
-    owner: str | None
 
 
 @dataclass(frozen=True)

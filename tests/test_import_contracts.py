@@ -23,7 +23,12 @@ STDLIB = frozenset(sys.stdlib_module_names)
 # A build hashes its tasks after the very pipeline model jobs extract them with: the light
 # client imports that one module of `tuning` (TVM only), never a copy of it.
 PIPELINE = "tuning.models.pipeline"
-LIGHT = ("httpx", "tvm", "tvm_ffi", "schedule_reads", "service.client", PIPELINE, "tuning.ir")
+# What a process checks before it loads a library or replays a trace (the worker and a build
+# alike): standard library only, so the light client runs the same checks.
+CHECKS = ("tuning.publish.library_check", "tuning.search.trace_gate")
+LIGHT = (
+    "httpx", "tvm", "tvm_ffi", "schedule_reads", "service.client", PIPELINE, "tuning.ir", *CHECKS
+)  # fmt: skip
 # The command-line entry modules start either side of the service; at module level they stay
 # light (`tunehub --help` and the client commands import no server), heavy imports go in handlers.
 ENTRY = ("service.cli", "service.host_cli", "service.token_cli", "service.supervisor")
@@ -96,6 +101,7 @@ RULES = (
     Rule(
         "tuning.ir", "IR helpers: TVM only (the light client imports them)", only=("tvm", "tvm_ffi")
     ),
+    *(Rule(check, "a check before loading: standard library only", only=()) for check in CHECKS),
     Rule("service.worker", "worker package: never FastAPI or the API", never=WORKER_NEVER),
     Rule(
         "service",

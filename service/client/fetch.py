@@ -24,6 +24,7 @@ from typing import Any
 import httpx
 
 from service.client.cache import CacheEntry, CacheKey, CorruptCache, LibraryCache
+from service.client.downloads import check_download
 from service.client.errors import IntegrityError, Offline, TunehubError, answer_error
 
 NOT_TUNED = "not_tuned"  # the ``type`` of the server's 404 for a key without a verified best
@@ -176,6 +177,7 @@ def _download(
                 f"artifact of schedule {schedule_id}: sha256 {digest.hexdigest()} != "
                 f"announced {announced!r}"
             )
+        check_download(temp, f"artifact of schedule {schedule_id}")  # before it is kept
         stored = cache.store(key, schedule_id, temp, announced, etag)
         temp = None
         return stored

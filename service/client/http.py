@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 
 from service.client.cache import LibraryCache
+from service.client.downloads import check_download
 from service.client.errors import IntegrityError, TunehubError, UnsafeArtifact, answer_error
 from service.client.fetch import FetchedLibrary, fetch_library
 
@@ -233,7 +234,6 @@ class TunehubClient:
         `tuning.publish.library_check` (what a process may load), and return that sha256;
         `IntegrityError` (naming ``what``) when they differ, `UnsafeArtifact` when the check
         refuses it: nothing is left at ``dest`` then."""
-        from tuning.publish.library_check import UnsafeLibrary, check_library
 
         dest = Path(dest)
         digest = hashlib.sha256()
@@ -251,10 +251,10 @@ class TunehubClient:
             partial.unlink(missing_ok=True)
             raise IntegrityError(f"{what}: sha256 {digest.hexdigest()} != announced {announced!r}")
         try:
-            check_library(partial)
-        except UnsafeLibrary as err:
+            check_download(partial, what)
+        except UnsafeArtifact:
             partial.unlink(missing_ok=True)
-            raise UnsafeArtifact(f"{what} is refused, not loaded: {err}") from None
+            raise
         partial.replace(dest)
         return announced
 

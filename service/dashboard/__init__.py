@@ -11,33 +11,23 @@ from fastapi import FastAPI
 from fastapi.responses import Response
 from fastapi.staticfiles import StaticFiles
 
-from service.dashboard import login, pages
+from service.dashboard import api_docs, login, pages
 from service.dashboard.highlight import stylesheet
 from service.dashboard.security import SecurityHeaders
 
 STATIC = Path(__file__).parent / "static"
-TEMPLATES = Path(__file__).parent / "templates"
 
 
 def install_dashboard(app: FastAPI) -> None:
     """Serve the dashboard from ``app``."""
     app.include_router(login.router)
     app.include_router(pages.router)
+    app.include_router(api_docs.router)
     css = stylesheet().encode()
 
     @app.get("/static/highlight.css", include_in_schema=False)
     def highlight_css() -> Response:
         return Response(css, media_type="text/css", headers={"Cache-Control": "max-age=3600"})
-
-    docs = {page: (TEMPLATES / f"{page}.html").read_bytes() for page in ("docs", "redoc")}
-
-    @app.get("/docs", include_in_schema=False)
-    def swagger_ui() -> Response:
-        return Response(docs["docs"], media_type="text/html; charset=utf-8")
-
-    @app.get("/redoc", include_in_schema=False)
-    def redoc() -> Response:
-        return Response(docs["redoc"], media_type="text/html; charset=utf-8")
 
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     app.add_middleware(SecurityHeaders)

@@ -246,7 +246,7 @@ def _tour(api: Recorder) -> None:
     jobs, job, schedules = API + "/jobs", API + "/jobs/{job_id}", API + "/schedules"
     call("GET", "/healthz", who="anonymous")
     call("GET", "/openapi.json", who="anonymous")
-    for page in ("/docs", "/docs/oauth2-redirect", "/redoc"):
+    for page in ("/docs", "/redoc"):
         call("GET", page, who="anonymous")
 
     # Who is asking.

@@ -14,7 +14,7 @@ from service.app import create_app
 from service.schemas import job_json, schedule_detail_json, schedule_json
 from service.settings import Settings
 from tests.conftest import ServerThread
-from tests.schedules_db.published import publish
+from tests.schedules_db.published import artifact_blob, publish
 
 
 @pytest.fixture
@@ -103,7 +103,7 @@ def test_artifacts_are_served_with_their_sha256(api: tuple) -> None:
     schedule_id = ids["dense", 16][0]
     artifact = store.schedules.get_artifact(store.schedules.get(schedule_id).artifact_id)
     response = client.get(f"/schedules/{schedule_id}/artifact")
-    assert response.status_code == 200 and response.content == b"library dense 16"
+    assert response.status_code == 200 and response.content == artifact_blob("dense", 16)
     assert response.headers["x-content-sha256"] == artifact.sha256
     again = client.get(
         f"/schedules/{schedule_id}/artifact", headers={"If-None-Match": response.headers["etag"]}

@@ -29,7 +29,7 @@ from service.client.fetch import NotTuned
 from service.settings import Settings
 from service.worker.runner import WorkerContext, run_job
 from tests.conftest import TINY, ServerThread
-from tests.schedules_db.published import publish
+from tests.schedules_db.published import artifact_blob, publish
 from tuning.catalog import get_operator
 from tuning.catalog.workload import catalog_workload
 from tuning.hardware.host import current_tvm_series
@@ -60,7 +60,7 @@ def _serve(tmp_path: Path, **settings: Any) -> Iterator[Served]:
     store = Store(engine, tvm_series=current_tvm_series())
     spec = catalog_workload("matmul", get_operator("matmul").Params(**TINY))
     publish(store, "matmul", TINY["M"], config.artifacts, shash=spec.shash)
-    blob = b"library matmul 32"  # what `publish` writes as the artifact
+    blob = artifact_blob("matmul", TINY["M"])  # what `publish` writes as the artifact
     with ServerThread(create_app(config, run_reaper=False)) as server:
         yield Served(
             server, server.url, spec.shash, blob, TokenStore(engine), store, config.artifacts
@@ -276,3 +276,32 @@ def test_tune_if_missing_submits_waits_and_fetches(
     assert _fetch(served, *no_wait, "-o", str(tmp_path / "queued.so")) == 4
     assert "follow it with `tunehub watch" in capsys.readouterr().out
     assert not (tmp_path / "queued.so").exists()
+
+
+def test_a_library_that_would_run_code_on_load_is_never_written(
+    served: Served, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A store that serves the probe's library (issue 25: a constructor that runs `touch` when
+    the library is loaded): its sha256 is the announced one, and the client still refuses it
+    before anything could load it, by the id and by the key alike."""
+    from sqlalchemy import update
+
+    from schedules_db.models import ArtifactRow
+    from tests.security.payloads import probe_library
+
+    marker = tmp_path / "marker"
+    library = probe_library(marker, tmp_path / "probe.so", ["-nostartfiles"])
+    data = library.read_bytes()
+    sha = hashlib.sha256(data).hexdigest()
+    (served.artifacts / sha[:2]).mkdir(parents=True, exist_ok=True)
+    (served.artifacts / sha[:2] / f"{sha}.so").write_bytes(data)
+    with served.store.session() as s:
+        s.execute(
+            update(ArtifactRow).values(sha256=sha, size=len(data), path=f"{sha[:2]}/{sha}.so")
+        )
+    for how in (["1"], [*KEY, "--target", TARGET]):
+        out = tmp_path / "lib.so"
+        assert _fetch(served, *how, "-o", str(out)) != 0
+        assert "is refused, not loaded" in capsys.readouterr().err
+        assert not out.exists() and not out.with_name("lib.so.partial").exists()
+    assert not marker.exists()

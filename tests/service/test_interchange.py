@@ -142,8 +142,8 @@ def test_imported_numbers_and_traces_are_checked_before_anything_is_stored(
 ) -> None:
     """run_secs must be finite numbers of a plausible size (NaN, Infinity, strings and 1e-300
     were accepted, the last putting its trace first in line for verification); a deeply
-    nested line is a 422, not a RecursionError; a trace that crashes TVM's replay kills an
-    isolated child and is a 422 naming the records."""
+    nested line is a 422, not a RecursionError; a trace the gate refuses, or one that does not
+    replay in an isolated child, is a 422 naming the records."""
     import sqlite3
 
     from tuning.catalog import get_operator
@@ -163,7 +163,15 @@ def test_imported_numbers_and_traces_are_checked_before_anything_is_stored(
         (record("[[], []]", '["1e-5"]'), "not a finite number"),
         (record("[[], []]", "[1e-300]"), "outside"),
         ("[" * 100_000 + "]" * 100_000 + "\n", "nested too deeply"),
-        (record("[[], [[0, 1]]]", "[1e-5]"), "SIGSEGV"),
+        # A decision of no instruction crashed TVM's replay (SIGSEGV in the isolated child):
+        # the trace gate refuses it now before anything replays it.
+        (record("[[], [[0, 1]]]", "[1e-5]"), "its trace is refused"),
+        # One the gate passes but that names a block the function lacks: replayed in the
+        # isolated child, it fails there.
+        (
+            record('[[["GetSBlock", [], ["no_such_block", "main"], ["b0"]]], []]', "[1e-5]"),
+            "does not replay",
+        ),
     ]
     with _server(tmp_path) as server, TunehubClient(server.url) as client:
         for records, reason in cases:

@@ -54,7 +54,7 @@ def test_declared_length_over_the_cap_is_refused_before_the_body_is_sent(
     # Headers only, announcing 1 GB: the answer must come without waiting for any of it.
     with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
         sock.sendall(
-            b"POST /api/v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"POST /api/v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
             b"Content-Length: 1000000000\r\n\r\n{"
         )
         answer = b""

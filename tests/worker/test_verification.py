@@ -33,7 +33,7 @@ def _dot(n: int, summed: int | None = None) -> tvm.IRModule:
 
 def _workload(mod: tvm.IRModule) -> Workload:
     return Workload(
-        1, "0", "user", None, {}, 0.0, datetime.now(timezone.utc), tvm.ir.save_json(mod), None
+        1, "0", "user", None, {}, 0.0, datetime.now(timezone.utc), None, tvm.ir.save_json(mod)
     )
 
 
