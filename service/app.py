@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from schedules_db import Store, make_engine, upgrade_schema
 from schedules_db.sessions import DashboardSessions
@@ -29,8 +30,14 @@ from service.api.deps import Services, install_services
 from service.api.models import Health
 from service.auth import document_responses
 from service.dashboard import install_dashboard
-from service.errors import recursion_error_handler, responses, validation_error_handler
+from service.errors import (
+    http_error_handler,
+    recursion_error_handler,
+    responses,
+    validation_error_handler,
+)
 from service.limits import BodyLimit, route_caps
+from service.openapi_doc import install_openapi
 from service.queue import JobQueue
 from service.quotas import WriteLimiter
 from service.reaper import Reaper
@@ -102,8 +109,10 @@ def create_app(settings: Settings | None = None, run_reaper: bool = True) -> Fas
 
     app.add_exception_handler(RequestValidationError, validation_error_handler)
     app.add_exception_handler(RecursionError, recursion_error_handler)
+    app.add_exception_handler(StarletteHTTPException, http_error_handler)
     app.add_middleware(BodyLimit, caps=route_caps(settings), default=settings.max_body_bytes)
     install_dashboard(app)
+    install_openapi(app)
     # Outermost: a request addressed to a name this service does not answer to goes no further.
     app.add_middleware(AllowedHosts, hosts=allowed_hosts(settings.allowed_hosts))
 

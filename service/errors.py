@@ -2,8 +2,9 @@
 
 Also the 422 handler that keeps error bodies small (`validation_error_handler`: at most
 `MAX_ERRORS` errors, each echoing at most `MAX_ECHO` characters of the input), the 422 for input
-nested too deeply for Python (`recursion_error_handler`), and the OpenAPI ``responses=`` of the
-statuses 304, 404 and 413 (`responses`).
+nested too deeply for Python (`recursion_error_handler`), a 405 whose ``Allow`` lists every
+method of the path (`http_error_handler`), and the OpenAPI ``responses=`` of the statuses 304,
+404 and 413 (`responses`).
 """
 
 from __future__ import annotations
@@ -14,9 +15,12 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 from fastapi import HTTPException, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import compile_path
 
 from service.limits import BODY_TOO_LARGE
 
@@ -164,3 +168,32 @@ def responses(*codes: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI ``responses=`` documenting these statuses (304, 404, 413), each with its body
     schema. FastAPI documents 422 itself; `service.auth` documents 401, 403 and 429."""
     return {code: _ERROR_RESPONSES[code] for code in codes}
+
+
+def _methods_of(request: Request) -> set[str]:
+    """Every method a route of the app serves at the request's path."""
+    try:  # FastAPI >= 0.16x includes routers lazily: walk the effective routes
+        from fastapi.routing import iter_route_contexts
+    except ImportError:  # pragma: no cover - older FastAPI: app.routes is flat
+        routes = [(r.path, r.methods) for r in request.app.routes if hasattr(r, "methods")]
+    else:
+        routes = [(str(c.path), c.methods) for c in iter_route_contexts(request.app.routes)]
+    methods: set[str] = set()
+    for path, served in routes:
+        pattern, _, _ = compile_path(path)
+        if served and pattern.match(request.url.path):
+            methods |= set(served)
+    return methods
+
+
+async def http_error_handler(request: Request, exc: Exception) -> Response:
+    """FastAPI's own answer to an `HTTPException`, with one correction: a 405's ``Allow``
+    lists every method the path serves. Starlette answers with the methods of the first route
+    whose path matched, so ``OPTIONS /api/v1/jobs`` said ``Allow: POST`` where GET is served
+    too (register for Starlette's ``HTTPException``)."""
+    assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code == 405:
+        methods = _methods_of(request)
+        if methods:
+            exc.headers = {**(exc.headers or {}), "Allow": ", ".join(sorted(methods))}
+    return await http_exception_handler(request, exc)

@@ -13,7 +13,16 @@ import json
 from datetime import datetime, timezone
 from typing import Annotated, Any, Literal, overload
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from fastapi import Query
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StringConstraints,
+    WithJsonSchema,
+    model_validator,
+)
 
 from schedules_db.values import (
     Artifact,
@@ -33,6 +42,25 @@ from tuning.sandbox.user_tir import MAX_SOURCE_BYTES
 # outside 1..2^31-1 is a 422, never a 500.
 MAX_ROW_ID = 2**31 - 1
 RowId = Annotated[int, Field(ge=1, le=MAX_ROW_ID, description="a row id, 1 to 2^31-1")]
+
+
+# A target in a request body: "host", a stored target's key or label, or a TVM target as a JSON
+# object (whose kind is one tunehub tunes). What LLVM knows (CPU and feature names) is checked
+# by the service (a 422 at the attribute), not by the schema.
+TARGET_SCHEMA: dict[str, Any] = {
+    "anyOf": [
+        {"type": "string", "minLength": 1, "maxLength": 4096},
+        {
+            "type": "object",
+            "required": ["kind"],
+            "properties": {"kind": {"type": "string", "enum": ["llvm", "cuda"]}},
+        },
+    ]
+}
+TargetSpec = Annotated[
+    Annotated[str, StringConstraints(min_length=1, max_length=4096)] | dict[str, Any],
+    WithJsonSchema(TARGET_SCHEMA),
+]
 
 
 class OperatorSpec(BaseModel):
@@ -63,26 +91,35 @@ class Module:
 """
 
 
+JOB_EXAMPLES = [
+    {
+        "operator": {"name": "matmul", "params": {"M": 64, "N": 64, "K": 64}},
+        "target": "host",
+        "trials": 16,
+    },
+    {"tir": {"format": "tvmscript", "source": TIR_EXAMPLE}, "trials": 16},
+]
+
+
+def _job_schema(schema: dict[str, Any]) -> None:
+    """``JobCreate``'s schema: ``operator`` and ``tir`` are objects (never null), exactly one
+    of them is given, and its examples."""
+    for name in ("operator", "tir"):
+        field = schema["properties"][name]
+        field.update(next(s for s in field.pop("anyOf") if s.get("type") != "null"))
+        field.pop("default", None)
+    schema["oneOf"] = [{"required": ["operator"]}, {"required": ["tir"]}]
+    schema["examples"] = JOB_EXAMPLES
+
+
 class JobCreate(BaseModel):
     """Body of ``POST /api/v1/jobs``: a catalog ``operator`` or a raw ``tir`` function."""
 
-    model_config = ConfigDict(
-        extra="forbid",
-        json_schema_extra={
-            "examples": [
-                {
-                    "operator": {"name": "matmul", "params": {"M": 64, "N": 64, "K": 64}},
-                    "target": "host",
-                    "trials": 16,
-                },
-                {"tir": {"format": "tvmscript", "source": TIR_EXAMPLE}, "trials": 16},
-            ]
-        },
-    )
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_job_schema)
     operator: OperatorSpec | None = None
     tir: TirSpec | None = None
-    target: str | dict[str, Any] = Field(
-        default="host", description='"host", or a TVM target as a JSON object'
+    target: TargetSpec = Field(
+        default="host", description='"host", a stored key or label, or a TVM target as JSON'
     )
     trials: Annotated[int, Field(strict=True, ge=1)]
     submitted_by: str | None = Field(
@@ -93,7 +130,7 @@ class JobCreate(BaseModel):
     priority: Annotated[int, Field(strict=True, ge=-100, le=100)] = Field(
         default=0, description="higher runs first on its target; equal priorities share fairly"
     )
-    transfer_cost_model: bool = Field(
+    transfer_cost_model: StrictBool = Field(
         default=True,
         description="start from the target's cost model trained on all its stored records",
     )
@@ -106,12 +143,30 @@ class JobCreate(BaseModel):
         ),
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _no_null_workload(cls, data: Any) -> Any:
+        for name in ("operator", "tir"):
+            if isinstance(data, dict) and name in data and data[name] is None:
+                raise ValueError(f"'{name}' is an object: leave it out rather than send null")
+        return data
+
     @model_validator(mode="after")
     def _one_workload(self) -> JobCreate:
         if (self.operator is None) == (self.tir is None):
             raise ValueError("give exactly one of 'operator' (a catalog name) and 'tir'")
         return self
 
+
+# Printable ASCII: names, "host" and JSON targets are; a control character is refused anyway.
+_TARGET_QUERY = dict(
+    min_length=1,
+    max_length=4096,
+    pattern=r"^[\x20-\x7e]+$",
+    description="key, label, 'host' or JSON",
+)
+TargetQuery = Annotated[str, Query(**_TARGET_QUERY)]  # a target named in a query
+OptionalTargetQuery = Annotated[str | None, Query(**_TARGET_QUERY)]
 
 MAX_LOOKUP_WORKLOADS = 1000  # workload hashes per lookup: a whole model's tasks, many times over
 SHASH_PATTERN = r"^[0-9]{1,20}$"  # a structural hash (uint64) as decimal text
@@ -127,11 +182,11 @@ class LookupBody(BaseModel):
         extra="forbid",
         json_schema_extra={"examples": [{"target": "host", "workloads": ["1234567890"]}]},
     )
-    target: str | dict[str, Any] = Field(
+    target: TargetSpec = Field(
         default="host", description='"host", a TVM target as a JSON object, or a stored key/label'
     )
     workloads: list[ShashText] = Field(max_length=MAX_LOOKUP_WORKLOADS)
-    allow_neighbour: bool = Field(
+    allow_neighbour: StrictBool = Field(
         default=False,
         description="answer a known workload without a verified best with its nearest tuned "
         "neighbour's schedule, refitted and marked unverified (a job then verifies and tunes it)",
@@ -155,7 +210,7 @@ class TaskUploadBody(BaseModel):
     """Body of ``POST /api/v1/tasks``: the tasks a build found no schedule for, to tune."""
 
     model_config = ConfigDict(extra="forbid")
-    target: str | dict[str, Any] = Field(
+    target: TargetSpec = Field(
         default="host", description='"host", a TVM target as a JSON object, or a stored key/label'
     )
     tasks: list[TaskSourceSpec] = Field(min_length=1, max_length=MAX_UPLOADED_TASKS)
@@ -167,7 +222,7 @@ class ImportBody(BaseModel):
     ``target``."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
-    target: str | dict[str, Any] = Field(description='"host", a label/key, or a JSON target')
+    target: TargetSpec = Field(description='"host", a label/key, or a JSON target')
     workloads: str = Field(alias="database_workload.json", max_length=64 * 2**20)
     records: str = Field(alias="database_tuning_record.json", max_length=256 * 2**20)
 
@@ -316,6 +371,16 @@ def schedule_detail_json(
 
 
 MAX_MODEL_INPUTS = 16
+# A small model (the OpenAPI example of POST /models; an ONNX file goes as its bytes in base64).
+RELAX_EXAMPLE = """@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((1, 16), dtype="float32")) -> R.Tensor((1, 16), dtype="float32"):
+        with R.dataflow():
+            y = R.nn.relu(x)
+            R.output(y)
+        return y
+"""
 
 
 class ModelInputSpec(BaseModel):
@@ -335,12 +400,12 @@ class ModelCreate(BaseModel):
         json_schema_extra={
             "examples": [
                 {
-                    "name": "tiny-cnn",
-                    "format": "onnx",
-                    "source": "<the .onnx file, base64>",
-                    "inputs": [{"name": "x", "shape": [1, 3, 16, 16], "dtype": "float32"}],
+                    "name": "relu",
+                    "format": "relax",
+                    "source": RELAX_EXAMPLE,
+                    "inputs": [{"name": "x", "shape": [1, 16], "dtype": "float32"}],
                     "target": "host",
-                    "trials": 64,
+                    "trials": 4,
                 }
             ]
         },
@@ -352,8 +417,8 @@ class ModelCreate(BaseModel):
     )
     source: str = Field(min_length=1)
     inputs: list[ModelInputSpec] = Field(min_length=1, max_length=MAX_MODEL_INPUTS)
-    target: str | dict[str, Any] = Field(
-        default="host", description='"host", or a TVM target as a JSON object'
+    target: TargetSpec = Field(
+        default="host", description='"host", a stored key or label, or a TVM target as JSON'
     )
     trials: Annotated[int, Field(strict=True, ge=1)] = Field(
         description="the model's total budget, shared by its tasks (see the README)"

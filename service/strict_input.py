@@ -11,7 +11,10 @@ crash (a 5xx) and the 422 names the field (``loc``):
 * text holding NUL (PostgreSQL cannot store it) or an unpaired UTF-16 surrogate (it has no
   UTF-8 form), in a body string, a body key or a query parameter → ``string_unicode``;
 * integer literals too long to convert (over 4300 digits) and bodies that are not UTF-8 →
-  ``json_invalid``, where FastAPI would answer 400.
+  ``json_invalid``, where FastAPI would answer 400;
+* a query parameter the route does not take (``?stat=queued`` for ``state``) →
+  ``unknown_parameter``, and one of a single value given twice → ``repeated_parameter``:
+  ignored (or the last taken), either would silently answer something else.
 
 Bodies from `THREAD_PARSE_BYTES` on are parsed in a worker thread, off the event loop.
 """
@@ -21,9 +24,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import Any, get_origin
 
 from fastapi import HTTPException, Request, Response
+from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 from starlette.concurrency import run_in_threadpool
 from starlette.types import Receive, Scope
@@ -121,9 +125,23 @@ def _check(root: Any, check_text: bool) -> None:
                 stack.append((item, (*path, key)))
 
 
-def check_query(request: Request) -> None:
-    """`InputRejected` for a query parameter whose text cannot be stored."""
+def check_query(request: Request, known: frozenset[str]) -> None:
+    """`InputRejected` for a query parameter the route does not take (``known``: the names it
+    takes; none of them takes a list), given twice, or whose text cannot be stored."""
+    seen: set[str] = set()
     for name, value in request.query_params.multi_items():
+        if name in seen:
+            raise InputRejected(
+                ("query", name[:64]), "this parameter takes one value", "repeated_parameter"
+            )
+        seen.add(name)
+        if name not in known:
+            raise InputRejected(
+                ("query", name[:64]),
+                f"this route takes no parameter {name[:64]!r} (it takes "
+                f"{', '.join(sorted(known)) or 'none'})",
+                "unknown_parameter",
+            )
         if reason := bad_text(value):
             raise InputRejected(("query", name[:64]), reason, "string_unicode")
 
@@ -151,6 +169,20 @@ class StrictJsonRequest(Request):
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
 
+def query_names(dependant: Dependant) -> frozenset[str]:
+    """The query parameters a route takes, its dependencies' (paging, say) included. None may
+    take a list (`check_query` refuses a repeated one): an assertion, at start-up."""
+    names, pending = set(), [dependant]
+    while pending:
+        current = pending.pop()
+        for param in current.query_params:
+            annotation = param.field_info.annotation
+            assert get_origin(annotation) not in (list, set, tuple), param.alias
+            names.add(param.alias)
+        pending.extend(current.dependencies)
+    return frozenset(names)
+
+
 class StrictRoute(APIRoute):
     """An API route with strict input: `check_query`; on a route that takes a body, its access
     rule (`service.auth.Access.admit`: 401/403) before the body is read; JSON bodies by
@@ -159,9 +191,10 @@ class StrictRoute(APIRoute):
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
         rules = access_rules(self.dependant)
+        known = query_names(self.dependant)
 
         async def strict_handler(request: Request) -> Response:
-            check_query(request)
+            check_query(request, known)
             if request.method in BODY_METHODS:  # who may send it, before a byte of it is read
                 for rule in rules:
                     await rule.admit(request)

@@ -16,12 +16,15 @@ from tuning.hardware.host import host_fingerprint
 from tuning.hardware.targets import HOST, ResolvedTarget, resolve_target
 
 
+def is_name(spec: str | dict[str, Any]) -> bool:
+    """True when ``spec`` names a stored target (a key or label), not "host" or JSON."""
+    return isinstance(spec, str) and spec != HOST and not spec.lstrip().startswith("{")
+
+
 def find_named_target(spec: str | dict[str, Any], store: Store) -> Target | None:
     """The stored target ``spec`` names by key or label; None when ``spec`` is ``"host"``, a
     JSON target, or a name the store does not know."""
-    if isinstance(spec, str) and spec != HOST and not spec.lstrip().startswith("{"):
-        return store.catalog.find_target(spec)
-    return None
+    return store.catalog.find_target(spec) if isinstance(spec, str) and is_name(spec) else None
 
 
 def resolve_named(spec: str | dict[str, Any], named: Target | None) -> ResolvedTarget:

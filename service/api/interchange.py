@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter
 
 from service.api.deps import QueueDep, StoreDep
 from service.api.models import ExportOut, ImportOut
@@ -13,7 +13,7 @@ from service.api.usecases.export_database import export_database as export
 from service.api.usecases.import_database import import_database as import_
 from service.auth import AnyReader, CodeSubmitter
 from service.errors import responses
-from service.schemas import ImportBody
+from service.schemas import ImportBody, TargetQuery
 from service.strict_input import StrictRoute
 from service.untrusted_input import ISOLATION_RESPONSES
 
@@ -24,7 +24,7 @@ router = APIRouter(tags=["interchange"], route_class=StrictRoute)
 def export_database(
     who: AnyReader,
     store: StoreDep,
-    target: str = Query(description="key, label, 'host' or JSON"),
+    target: TargetQuery,
 ) -> dict[str, Any]:
     """The target's successful records as the two files of a MetaSchedule JSON database."""
     return export(store, target)

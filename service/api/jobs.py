@@ -21,7 +21,7 @@ from service.api.usecases.cancel_job import cancel_job as cancel
 from service.api.usecases.create_job import create_job as create
 from service.api.views import job_view, job_with_parts, live_target_ids, present
 from service.auth import AnyReader, Submitter
-from service.errors import invalid, not_found, responses
+from service.errors import not_found, responses
 from service.fast_json import json_answer, json_bytes
 from service.reads import lookup
 from service.schemas import JobCreate, RowId
@@ -47,10 +47,27 @@ def create_job(
     return job_view(store, settings, create(store, queue, settings, who, body))
 
 
+# A job's schedule, once it succeeded: read from the first job of a page. (Declared so that a
+# fuzzer follows it as written: it infers one from every job's `schedule_id`, nulls included.)
+SCHEDULE_LINKS = {
+    name: {
+        "operationId": operation,
+        "parameters": {"path.schedule_id": "$response.body#/0/schedule_id"},
+        "description": "the first job's schedule (when it has one)",
+    }
+    for name, operation in (
+        ("GetSchedule", "get_schedule_api_v1_schedules__schedule_id__get"),
+        ("GetScheduleArtifact", "get_artifact_api_v1_schedules__schedule_id__artifact_get"),
+    )
+}
+
+
 @router.get(
     "",
     response_model=list[JobOut],
-    responses={200: {"description": "One page of jobs", "headers": PAGE_HEADERS}},
+    responses={
+        200: {"description": "One page of jobs", "headers": PAGE_HEADERS, "links": SCHEDULE_LINKS}
+    },
 )
 def list_jobs(
     request: Request,
@@ -59,15 +76,16 @@ def list_jobs(
     store: StoreDep,
     settings: SettingsDep,
     paging: Paging,
-    state: str | None = Query(default=None),
+    state: Annotated[
+        Literal["queued", "running", "succeeded", "failed", "cancelled"] | None,
+        Query(description="only jobs in this state"),
+    ] = None,
     sort: Annotated[
         Literal["id", "created", "trials", "best"], Query(description="what rows are sorted by")
     ] = "id",
 ) -> list[dict[str, Any]]:
     """Jobs, newest first unless ``sort`` / ``order`` say otherwise, one page (``offset``,
     ``limit``) at a time: ``X-Total-Count`` holds how many match."""
-    if state is not None and state not in {s.value for s in JobState}:
-        raise invalid(("query", "state"), f"unknown state {state!r}", "enum", state)
     page = browse.job_page(store, state, sort, paging.descending, paging.offset, paging.limit)
     page_headers(request, response, page)
     live = live_target_ids(store, settings)
@@ -104,11 +122,37 @@ def cancel_job(
 EVENTS_POLL_S = 0.5
 EVENTS_KEEPALIVE_S = 15.0
 EVENTS_REAUTH_S = 2.0  # how often a stream checks its token is still active
+STATES = [s.value for s in JobState]
+# One event of the stream (OpenAPI 3.1: a text/event-stream's schema describes each event):
+# ``state`` and ``progress`` carry the job as GET /jobs/{id} shows it, ``end`` its id, final
+# state and, when the stream ended for its token, why.
+EVENT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["event", "data"],
+    "properties": {
+        "event": {"type": "string", "enum": ["state", "progress", "end"]},
+        "data": {
+            "type": "string",
+            "contentMediaType": "application/json",
+            "contentSchema": {
+                "type": "object",
+                "required": ["id", "state"],
+                "properties": {
+                    "id": {"type": "integer"},
+                    "state": {"type": "string", "enum": STATES},
+                    "reason": {"type": "string"},
+                },
+            },
+        },
+        "id": {"type": "string"},
+        "retry": {"type": "integer"},
+    },
+}
 EVENTS_RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {
         "description": "The job's events (``retry``, then ``state``/``progress`` events whose "
         "data is the job as ``GET /jobs/{id}`` shows it, keep-alive comments, then ``end``)",
-        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+        "content": {"text/event-stream": {"schema": EVENT_SCHEMA}},
     },
     **responses(404),
 }

@@ -15,6 +15,7 @@ from service.api.usecases.create_model import create_model as create
 from service.api.views import present
 from service.auth import AnyReader, CodeSubmitter, Submitter
 from service.errors import not_found, responses
+from service.refusals import Refusal, refusal_schema
 from service.schemas import ModelCreate, RowId
 from service.strict_input import StrictRoute
 from service.untrusted_input import ISOLATION_RESPONSES
@@ -31,6 +32,7 @@ ARTIFACT_RESPONSES: dict[int | str, dict[str, Any]] = {
             "X-Content-SHA256": {"description": "the sha256", "schema": {"type": "string"}},
         },
     },
+    409: refusal_schema("the model exists but is not compiled (yet): type not_compiled"),
     **responses(304, 404),
 }
 
@@ -80,10 +82,18 @@ def cancel_model(
 def get_model_artifact(
     model_id: RowId, request: Request, who: AnyReader, services: ServicesDep
 ) -> Response:
-    """The compiled model (404 until it succeeded); ``ETag`` answers ``If-None-Match``."""
+    """The compiled model; ``ETag`` answers ``If-None-Match``. 404 for no such model, 409
+    ``not_compiled`` (with its ``state``) for one that has not succeeded (yet)."""
     model = services.store.models.get(model_id)
-    if model is None or model.artifact_id is None:
-        raise not_found("compiled model", model_id)
+    if model is None:
+        raise not_found("model", model_id)
+    if model.artifact_id is None:
+        raise Refusal(
+            409,
+            f"model {model_id} is {model.state}: its compiled library exists once it succeeded",
+            "not_compiled",
+            state=model.state,
+        )
     artifact = present(services.store.schedules.get_artifact(model.artifact_id), "artifact")
     name = f"tunehub-model{model_id}-{artifact.sha256[:12]}.so"
     return artifact_response(request, services.settings.artifacts, artifact, name)

@@ -22,7 +22,7 @@ from service.auth import AnyReader
 from service.errors import not_found, responses
 from service.fast_json import json_answer, json_bytes
 from service.reads import lookup
-from service.schemas import SHASH_PATTERN, RowId, schedule_json
+from service.schemas import SHASH_PATTERN, OptionalTargetQuery, RowId, TargetQuery, schedule_json
 from service.strict_input import StrictRoute
 
 ScheduleSort = Literal["id", "date", "gflops", "latency", "speedup", "peak", "trials"]
@@ -70,9 +70,7 @@ async def list_schedules(
     store: StoreDep,
     paging: Paging,
     operator: Annotated[str | None, Query(max_length=64)] = None,
-    target: Annotated[
-        str | None, Query(max_length=4096, description="key, label, 'host' or JSON")
-    ] = None,
+    target: OptionalTargetQuery = None,
     workload_id: RowId | None = None,
     layout: Annotated[str | None, Query(max_length=16, description="the layout param")] = None,
     dtype: Annotated[str | None, Query(max_length=16, description="the dtype param")] = None,
@@ -105,7 +103,7 @@ async def list_schedules(
 def get_best(
     who: AnyReader,
     store: StoreDep,
-    target: Annotated[str, Query(max_length=4096, description="key, label, 'host' or JSON")],
+    target: TargetQuery,
     operator: Annotated[str | None, Query(max_length=64)] = None,
     params: Annotated[
         str | None, Query(max_length=4096, description='the operator\'s params: {"M": 32}')

@@ -14,7 +14,7 @@ from service.api.usecases.target_names import target_id_of
 from service.api.views import present, schedule_view
 from service.auth import AnyReader
 from service.errors import not_found, responses
-from service.schemas import RowId, iso, target_json, workload_json
+from service.schemas import RowId, TargetQuery, iso, target_json, workload_json
 from service.strict_input import StrictRoute
 
 router = APIRouter(prefix="/workloads", tags=["workloads"], route_class=StrictRoute)
@@ -62,7 +62,7 @@ async def list_records(
     workload_id: RowId,
     who: AnyReader,
     store: StoreDep,
-    target: Annotated[str, Query(max_length=4096, description="key, label, 'host' or JSON")],
+    target: TargetQuery,
     space: Annotated[str | None, Query(max_length=16, description="one search space")] = None,
     limit: Annotated[int, Query(ge=1, le=20000)] = 20000,
 ) -> list[dict[str, Any]]:

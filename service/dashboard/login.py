@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from schedules_db.tokens import SCOPES
 from service.api.deps import ServicesDep
@@ -32,6 +32,8 @@ router = APIRouter(prefix="/dashboard", tags=["dashboard"], route_class=StrictRo
 
 class Login(BaseModel):
     """Body of ``POST /dashboard/session``."""
+
+    model_config = ConfigDict(extra="forbid")
 
     token: str = Field(min_length=1, max_length=256, description="an API token")
 

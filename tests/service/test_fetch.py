@@ -215,7 +215,6 @@ def test_the_cache_lives_in_xdg_cache_home_or_the_home_folder(
         ({"operator": "matmul", "workload": "1"}, ["query", "operator"]),
         ({"workload": "1", "params": "{}"}, ["query", "params"]),
         ({"workload": "12a"}, ["query", "workload"]),
-        ({"workload": "1", "target": "no-such-target"}, ["query", "target"]),
         ({"workload": "1", "target": '{"kind": "llvm", "mcpu": "nope"}'}, ["query", "target"]),
     ],
 )
@@ -225,6 +224,17 @@ def test_bad_keys_are_422s_naming_the_field(
     answer = httpx.get(served.url + "/api/v1/schedules/best", params={"target": "host", **query})
     assert answer.status_code == 422, answer.text
     assert loc in [error["loc"] for error in answer.json()["detail"]], answer.text
+
+
+def test_a_target_name_no_target_has_is_nothing_tuned(served: Served) -> None:
+    """A well-formed name that no stored target has is a 404 (nothing is tuned for it), with
+    the names there are; "host" or JSON that tunehub refuses stays a 422."""
+    query = {"workload": "1", "target": "no-such-target"}
+    answer = httpx.get(served.url + "/api/v1/schedules/best", params=query)
+    assert answer.status_code == 404, answer.text
+    assert answer.json()["type"] == "not_tuned"
+    assert answer.json()["target"] == {"key": None, "label": None}
+    assert "no target has that name; known target names: znver4-2c" in answer.json()["detail"]
 
 
 def test_fetching_needs_a_read_token(

@@ -129,8 +129,11 @@ def test_a_bad_database_is_a_422_naming_the_line_and_writes_nothing(tmp_path: Pa
         with pytest.raises(TunehubError) as err:  # a valid target nothing was measured on
             client.export_database('{"kind": "llvm", "mcpu": "skylake"}', tmp_path / "x")
         assert err.value.status == 404
-        with pytest.raises(TunehubError) as err:  # neither a known name nor a target
+        with pytest.raises(TunehubError) as err:  # a name no target has: nothing to export
             client.export_database("no-such-target", tmp_path / "x")
+        assert err.value.status == 404
+        with pytest.raises(TunehubError) as err:  # JSON tunehub refuses
+            client.export_database('{"kind": "llvm", "mcpu": "nope"}', tmp_path / "x")
         assert err.value.status == 422 and err.value.detail[0]["type"] == "invalid_target"
     with sqlite3.connect(tmp_path / "tunehub.db") as db:
         for table in ("workloads", "tuning_records", "jobs"):

@@ -231,7 +231,10 @@ def test_cancel_mid_model_cancels_its_task_jobs(service: Service) -> None:
     assert body["state"] == "cancelled"
     assert {t["job"]["state"] for t in body["tasks"]} == {"cancelled"}
     assert service.run_worker() == []
-    assert service.client.get(f"/api/v1/models/{created['id']}/artifact").status_code == 404
+    artifact = service.client.get(f"/api/v1/models/{created['id']}/artifact")
+    assert artifact.status_code == 409  # it exists, and has no compiled library
+    assert artifact.json()["type"] == "not_compiled" and artifact.json()["state"] == "cancelled"
+    assert service.client.get("/api/v1/models/987654/artifact").status_code == 404
 
 
 def test_a_compile_whose_worker_died_is_taken_over(service: Service) -> None:

@@ -1,11 +1,12 @@
 """Schemathesis against a real uvicorn server of the app (SQLite store, SQLite broker, no
-workers, auth on with an admin token): no 5xx from any generated request, positive or
-negative (`not_a_server_error`), every status it answers is in the OpenAPI document
-(`status_code_conformance`), and every body it answers matches the schema documented for that
-status (`response_schema_conformance`: the response models of `service.api.models`; the
-fuzzing never names an id that exists, so one published schedule and two jobs are then read by
-id and checked the same way: the hot reads answer JSON that FastAPI does not validate). The
-example count is bounded so the run takes well under 2 minutes: POST /jobs with raw TIR and
+workers, auth on with an admin token), with every check it has (``--checks all``) and the
+project's `schemathesis.toml` (what the document cannot say, operation by operation): no 5xx,
+every status and body as documented, valid requests accepted and invalid ones refused, the
+``Allow`` of a 405, events of the job stream, credentials required where declared, and the
+stateful phase following the document's links (and the ones it infers). The fuzzing never
+names an id that exists, so one published schedule and two jobs are then read by id and
+checked the same way: the hot reads answer JSON that FastAPI does not validate. The example
+count is bounded so the run takes about 2 minutes: POST /jobs with raw TIR, POST /models,
 POST /import and POST /tasks parse in an isolated child each (1-3 s), so those get fewer
 examples. Counts are printed at the end (``pytest -s``).
 """
@@ -22,6 +23,7 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis import GenerationMode
+from schemathesis.config import SchemathesisConfig
 
 from schedules_db import Store, make_engine, upgrade_schema
 from schedules_db.tokens import ADMIN, TokenStore
@@ -31,13 +33,15 @@ from tests.conftest import ServerThread
 from tests.schedules_db.published import publish
 from tuning.hardware.host import current_tvm_series
 
-CHECKS = ["not_a_server_error", "status_code_conformance", "response_schema_conformance"]
+ROOT = Path(__file__).resolve().parents[2]
+CHECKS = ["all"]  # as `st run --checks all`
 PARSING = [  # a child process per parse
     ("POST", "/api/v1/jobs"),
     ("POST", "/api/v1/import"),
     ("POST", "/api/v1/tasks"),
+    ("POST", "/api/v1/models"),
 ]
-EXAMPLES, PARSING_EXAMPLES = 60, 14
+EXAMPLES, PARSING_EXAMPLES, STATEFUL_SCENARIOS = 60, 10, 12
 
 
 @dataclass
@@ -95,9 +99,13 @@ def server(fuzz_settings: Settings) -> Iterator[tuple[ServerThread, dict]]:
 
 
 def _schema() -> schemathesis.BaseSchema:
-    """The app's OpenAPI document (built without starting it), set up for the checks."""
-    schema = schemathesis.openapi.from_dict(create_app(_settings(Path("."))).openapi())
-    schema.config.checks.update(included_check_names=CHECKS)
+    """The app's OpenAPI document (built without starting it), set up for the checks with the
+    project's `schemathesis.toml`."""
+    config = SchemathesisConfig.from_path(ROOT / "schemathesis.toml")
+    schema = schemathesis.openapi.from_dict(
+        create_app(_settings(Path("."))).openapi(), config=config
+    )
+    schema.config.checks.update(included_check_names=CHECKS, max_response_time=10)
     schema.config.generation.update(modes=list(GenerationMode), max_examples=EXAMPLES)
     return schema
 
@@ -112,14 +120,18 @@ def _call(case: schemathesis.Case, server: tuple[ServerThread, dict]) -> None:
     label = case.operation.label
     TALLY.operations.add(label)
     response = case.call(base_url=running.url, headers=headers, timeout=60)
-    TALLY.requests += 1
-    TALLY.statuses[response.status_code] += 1
-    TALLY.per_operation[f"{label} {response.status_code}"] += 1
-    try:
-        case.validate_response(response)
+    _count(label, response.status_code)
+    try:  # the headers given: `ignored_auth` resends without them and with wrong ones
+        case.validate_response(response, headers=headers)
     except Exception:
         TALLY.failures.append(f"{label} -> {response.status_code}")
         raise
+
+
+def _count(label: str, status: int) -> None:
+    TALLY.requests += 1
+    TALLY.statuses[status] += 1
+    TALLY.per_operation[f"{label} {status}"] += 1
 
 
 SETTINGS = settings(
@@ -143,6 +155,26 @@ def test_no_5xx_and_every_status_documented_where_code_is_parsed(
     case: schemathesis.Case, server: tuple[ServerThread, dict]
 ) -> None:
     _call(case, server)
+
+
+def test_stateful_scenarios_follow_the_links(server: tuple[ServerThread, dict]) -> None:
+    """The stateful phase: sequences of calls, each feeding ids from one answer to the next
+    request (the links the document declares and those schemathesis infers), every answer
+    checked as above (and a resource a POST created must then be found)."""
+    running, headers = server
+
+    class Scenarios(_schema().as_state_machine()):  # type: ignore[misc]
+        def get_call_kwargs(self, case: schemathesis.Case) -> dict:
+            return {"base_url": running.url, "headers": headers, "timeout": 60}
+
+        def after_call(self, response: object, case: schemathesis.Case) -> None:
+            super().after_call(response, case)
+            TALLY.operations.add(case.operation.label)
+            _count(case.operation.label, response.status_code)  # type: ignore[attr-defined]
+
+    Scenarios.run(
+        settings=settings(SETTINGS, max_examples=STATEFUL_SCENARIOS, stateful_step_count=6)
+    )
 
 
 def test_the_hot_reads_answer_what_their_schemas_say(
@@ -174,7 +206,7 @@ def test_the_hot_reads_answer_what_their_schemas_say(
         response = case.call(base_url=running.url, headers=headers, timeout=60)
         assert response.status_code == 200, (path, response.text)
         assert response.json(), path
-        case.validate_response(response)
+        case.validate_response(response, headers=headers)
 
 
 def test_the_fuzzed_server_is_still_up(server: tuple[ServerThread, dict]) -> None:

@@ -22,7 +22,7 @@ from schedules_db.values import Target
 from service.errors import invalid, prefixed
 from service.refusals import Refusal
 from service.strict_input import InputRejected, strict_loads
-from service.targets import find_named_target
+from service.targets import find_named_target, is_name
 from tuning.catalog import get_operator, list_operators
 from tuning.catalog.workload import catalog_workload
 from tuning.hardware.targets import TargetError, resolve_target
@@ -55,9 +55,14 @@ def best_schedule(
             return found[0]
     what = f"{op_name} {json.dumps(op_params)}" if op_name else f"workload {shash}"
     label = stored.label if stored is not None else None
+    if key is None:  # a name no stored target has
+        names = ", ".join(sorted(t.label for t in store.catalog.list_targets())) or "none yet"
+        where = f"{target!r} (no target has that name; known target names: {names})"
+    else:
+        where = label or key
     raise Refusal(
         404,
-        f"nothing tuned for {what} on target {label or key} (TVM {store.series or 'any'})",
+        f"nothing tuned for {what} on target {where} (TVM {store.series or 'any'})",
         NOT_TUNED,
         workload=shash,
         target={"key": key, "label": label},
@@ -118,18 +123,18 @@ def _params_object(text: str | None) -> dict[str, Any]:
     return value
 
 
-def _target(store: Store, spec: str) -> tuple[str, Target | None]:
-    """(key, stored target or None) of a target named in a query; a 422 at ``query.target``
-    for one tunehub refuses (with the stored names when ``spec`` looks like a name)."""
+def _target(store: Store, spec: str) -> tuple[str | None, Target | None]:
+    """(key, stored target or None) of a target named in a query, (None, None) for a name no
+    stored target has; a 422 at ``query.target`` for a "host" or JSON target tunehub
+    refuses."""
     named = find_named_target(spec, store)
     if named is not None:
         return named.key, named
+    if is_name(spec):  # a name the store has no target of: nothing is tuned for it
+        return None, None
     try:
         resolved = resolve_target(spec)
     except TargetError as err:
-        names = ", ".join(sorted(t.label for t in store.catalog.list_targets())) or "none yet"
-        raise invalid(
-            ("query", "target"), f"{err} (known target names: {names})", "invalid_target", spec
-        ) from None
+        raise invalid(("query", "target"), str(err), "invalid_target", spec) from None
     key = target_key(resolved.canonical)
     return key, store.catalog.find_target(key)

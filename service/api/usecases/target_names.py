@@ -13,7 +13,7 @@ from typing import Any
 from schedules_db import Store
 from schedules_db.keys import target_key
 from service.errors import invalid
-from service.targets import find_named_target, resolve_named
+from service.targets import find_named_target, is_name, resolve_named
 from tuning.hardware.targets import ResolvedTarget, TargetError, resolve_target
 
 
@@ -40,8 +40,11 @@ def resolve_job_target(spec: str | dict[str, Any], store: Store) -> ResolvedTarg
 
 def target_id_of(store: Store, target: str) -> int | None:
     """The id of the target a query parameter names by key, label, "host" or JSON; None if the
-    store does not know it. A target tunehub refuses is a 422 at ``query.target``."""
+    store does not know it (a name it has no target of included: the caller's 404 or empty
+    answer). A "host" or JSON target tunehub refuses is a 422 at ``query.target``."""
     found = store.catalog.find_target(target)
+    if found is None and is_name(target):
+        return None
     if found is None:
         try:
             resolved = resolve_target(target)
