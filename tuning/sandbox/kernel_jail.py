@@ -45,7 +45,7 @@ from tuning.sandbox.runner import (
     SandboxUnavailable,
     unavailable_reason,
 )
-from tuning.sandbox.spawn import Limits, jail_command, new_uid
+from tuning.sandbox.spawn import Limits, jail_command, new_uid, start_jail
 
 log = logging.getLogger("tunehub.sandbox")
 START_TIMEOUT_S = 120.0  # the runner imports TVM first (seconds on a loaded 2-core machine)
@@ -196,15 +196,7 @@ class KernelJail:
             self._uid, self.limits, self._cgroups, program="tuning.sandbox.kernel_child",
             extra_paths=[self.directory],
         )  # fmt: skip
-        self._proc = subprocess.Popen(
-            command,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env={"PATH": "/usr/bin:/bin:/usr/sbin:/sbin"},
-            start_new_session=True,
-            close_fds=True,
-        )
+        self._proc = start_jail(command)
         self._stderr.clear()
         self._buffer.clear()
         threading.Thread(target=self._drain, args=(self._proc,), daemon=True).start()

@@ -43,6 +43,7 @@ from tuning.sandbox.spawn import (
     Limits,
     jail_command,
     new_uid,
+    start_jail,
 )
 
 log = logging.getLogger("tunehub.sandbox")
@@ -314,15 +315,7 @@ def _run(
         _prepare_outputs(output_dir, output_files, uid)
     try:
         cgroups = make_cgroups(uid, limits.tree_memory, limits.processes)
-        proc = subprocess.Popen(
-            jail_command(uid, limits, cgroups, output_dir=output_dir),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env={"PATH": "/usr/bin:/bin:/usr/sbin:/sbin"},
-            start_new_session=True,
-            close_fds=True,
-        )
+        proc = start_jail(jail_command(uid, limits, cgroups, output_dir=output_dir))
         try:
             request = json.dumps({"task": task, **payload}).encode()
             out, err, stopped = _collect(proc, request, limits, uid)

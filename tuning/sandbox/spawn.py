@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -93,6 +94,21 @@ def visible_paths(extra: Sequence[Path] = ()) -> list[str]:
     paths.append(str(package))
     paths.extend(str(Path(p).resolve()) for p in extra)
     return sorted(set(paths))
+
+
+def start_jail(command: list[str]) -> subprocess.Popen[bytes]:
+    """Start a `jail_command` with pipes on stdin, stdout and stderr, in a session of its own
+    (so its whole group can be killed), with nothing of this process's environment or
+    descriptors."""
+    return subprocess.Popen(
+        command,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={"PATH": "/usr/bin:/bin:/usr/sbin:/sbin"},
+        start_new_session=True,
+        close_fds=True,
+    )
 
 
 def jail_command(
