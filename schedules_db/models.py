@@ -174,6 +174,8 @@ class ScheduleRow(Base):
     record_id: Mapped[int | None] = mapped_column(ForeignKey("tuning_records.id"), nullable=True)
     artifact_id: Mapped[int] = mapped_column(ForeignKey("artifacts.id"), nullable=False)
     latency_us: Mapped[float] = mapped_column(Float, nullable=False)
+    # (slowest - fastest) / median of the runs latency_us is the median of: how sure it is.
+    latency_spread: Mapped[float | None] = mapped_column(Float, nullable=True)
     untuned_latency_us: Mapped[float] = mapped_column(Float, nullable=False)
     trials: Mapped[int] = mapped_column(Integer, nullable=False)
     max_abs_error: Mapped[float] = mapped_column(Float, nullable=False)

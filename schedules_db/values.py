@@ -168,6 +168,7 @@ class ScheduleInfo:
     record_id: int | None  # None: the plain, unscheduled function won
     artifact_id: int
     latency_us: float
+    latency_spread: float | None  # its timed runs' (slowest - fastest) / median; None: older
     untuned_latency_us: float
     trials: int
     max_abs_error: float
@@ -255,6 +256,7 @@ class NewSchedule:
     tvm_series: str = ""
     space: str = "plain"  # the space of the winning record ("plain" for the plain function)
     packed_params: list[dict[str, Any]] | None = None  # see ScheduleRow.packed_params
+    latency_spread: float | None = None  # how far its timed runs spread (of their median)
 
 
 class ModelState(str, enum.Enum):

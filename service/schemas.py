@@ -321,6 +321,7 @@ def schedule_json(
         "workload": workload_json(workload),
         "target": target_json(target),
         "latency_us": schedule.latency_us,
+        "latency_spread": schedule.latency_spread,
         "untuned_latency_us": schedule.untuned_latency_us,
         "gflops": gflops(workload.flop, schedule.latency_us),
         "speedup_vs_untuned": schedule.untuned_latency_us / schedule.latency_us,

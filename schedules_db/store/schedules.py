@@ -141,6 +141,7 @@ class Schedules(Aggregate):
                 best.record_id = new.record_id
                 best.artifact_id = artifact.id
                 best.latency_us = new.latency_us
+                best.latency_spread = new.latency_spread
                 best.untuned_latency_us = new.untuned_latency_us
                 best.max_abs_error = new.max_abs_error
                 best.tir = new.tir

@@ -148,6 +148,10 @@ class ScheduleOut(BaseModel):
     workload: WorkloadOut
     target: TargetOut
     latency_us: float
+    latency_spread: float | None = Field(
+        description="how far the timed runs behind latency_us spread, (slowest - fastest) / "
+        "median: a few hundredths on a quiet core (null: published before it was recorded)"
+    )
     untuned_latency_us: float
     gflops: float | None
     speedup_vs_untuned: float

@@ -46,9 +46,19 @@ def age(when: str | datetime | None, now: datetime | None = None) -> str:
     return f"{seconds:.0f} s"
 
 
+def share_of_peak(gflops: float | None, peak: float | None) -> float | None:
+    """A kernel's GFLOPS as a percentage of its target's measured peak, at most 100 (a kernel
+    above the peak means the peak was measured too low: the worker then raises it to what the
+    kernel reached, `service.worker.verification`); None without either."""
+    if not gflops or not peak:
+        return None
+    return min(100.0, 100.0 * gflops / peak)
+
+
 def params(values: dict[str, Any]) -> str:
     """An operator's params as ``M=64 N=64 dtype=float32``."""
     return " ".join(f"{k}={v}" for k, v in values.items())
 
 
-FILTERS = {"latency": latency, "number": number, "ratio": ratio, "age": age, "params": params}
+FILTERS = {"latency": latency, "number": number, "ratio": ratio, "age": age, "params": params,
+           "share_of_peak": share_of_peak}  # fmt: skip

@@ -3,7 +3,9 @@ reference and re-timed side by side with the plain function and the current best
 of them published.
 
 The search's best measurement is the luckiest of many noisy ones, so every verified candidate
-of the top `VERIFY_CANDIDATES` (of either space) is timed again here, and the plain
+of the top `VERIFY_CANDIDATES` (of either space) is timed again here (timed anew while its runs
+spread more than 10%: another process held the cores; the quietest timing kept, its spread
+published with the latency), and the plain
 (unscheduled) function competes too: nothing slower than it is ever served. So does the
 (workload, target)'s current best: a record's stored figure may be a claim (an import's
 ``run_secs``), so a candidate replaces the best only by out-measuring it here, on this worker,
@@ -34,10 +36,12 @@ from tuning.publish.artifacts import publish
 from tuning.publish.packing import PackedParam, split_packed
 from tuning.publish.verify import (
     CANDIDATE_FAILURES,
+    Timing,
     VerificationError,
     apply_trace,
     build_library,
     check_close,
+    quiet_timing,
 )
 
 log = logging.getLogger("tunehub.worker")
@@ -81,6 +85,7 @@ class Winner:
 
     record: Record | None  # None: the plain function won
     latency_us: float
+    latency_spread: float  # its timed runs' spread (`tuning.publish.verify.Timing.spread`)
     untuned_us: float
     max_abs_error: float
     scheduled: Any  # the IRModule of the published library
@@ -110,10 +115,12 @@ def verify_and_publish(
     winner = _pick_winner(inputs, top, target, measurer, work_dir)
     artifact = publish(artifact_dir, winner.library)
     record = winner.record
+    _raise_peak_to(store, inputs, winner.latency_us)
     return owned.publish(
         NewSchedule(
             record_id=record.id if record is not None else None,
             latency_us=winner.latency_us,
+            latency_spread=winner.latency_spread,
             untuned_latency_us=winner.untuned_us,
             max_abs_error=winner.max_abs_error,
             tir=winner.scheduled.script(),
@@ -127,6 +134,18 @@ def verify_and_publish(
     )
 
 
+def _raise_peak_to(store: Store, inputs: JobInputs, latency_us: float) -> None:
+    """A verified kernel faster than its target's measured peak shows the peak was measured too
+    low (a peak is what a perfect kernel reaches): raise it to what the kernel reached, so no
+    kernel shows as more than 100% of it."""
+    peak = inputs.target.peak_gflops
+    gflops = inputs.workload.flop / (latency_us * 1e3) if latency_us > 0 else 0.0
+    if peak and gflops > peak:
+        log.warning("target %s: a kernel ran at %.1f GFLOPS, above the measured peak %.1f: the "
+                    "peak is raised to it", inputs.target.id, gflops, peak)  # fmt: skip
+        store.catalog.set_peak(inputs.target.id, gflops)
+
+
 def _pick_winner(
     inputs: JobInputs, top: list[Record], target: Any, measurer: Measurer, work_dir: Path
 ) -> Winner:
@@ -137,14 +156,14 @@ def _pick_winner(
 
     with measurer.session() as session:
 
-        def timed(kernel: Any, specs: list[tuple[list[int], str]], entry: str = "main") -> float:
-            return session.time(kernel, specs, entry).median_us
+        def timed(kernel: Any, specs: list[tuple[list[int], str]], entry: str = "main") -> Timing:
+            return quiet_timing(lambda: session.time(kernel, specs, entry))
 
         untuned = session.load(build_library(mod, target, work_dir / "untuned.so"))
         untuned_before = timed(untuned, specs)
         reference = Reference(inputs.workload, session, untuned, func)
         failures: list[str] = []
-        verified: list[tuple[float, Record, Any, float, Path]] = []
+        verified: list[tuple[Timing, Record, Any, float, Path]] = []
         for record in top:
             path = work_dir / f"candidate-{record.id}.so"
             try:
@@ -156,23 +175,28 @@ def _pick_winner(
                 log.warning("job %s: record %s failed verification: %s", job_id, record.id, err)
                 continue
             entry_specs = arg_specs(split.mod[split.entry])
-            latency = timed(kernel, entry_specs, split.entry)
-            verified.append((latency, record, split, error, path))
+            verified.append((timed(kernel, entry_specs, split.entry), record, split, error, path))
         if not verified:
             detail = "; ".join(failures) or "no candidate was measured successfully"
             raise VerificationError(f"no candidate passed verification: {detail}")
         # The plain function is timed like the candidates, before and after them: on tiny
         # kernels a short search may find nothing faster (threads cost more than they save).
-        untuned_us = (untuned_before + timed(untuned, specs)) / 2
+        untuned_after = timed(untuned, specs)
+        untuned_us = (untuned_before.median_us + untuned_after.median_us) / 2
         untuned_error = reference.check(untuned)
-        latency, best, split, error, path = min(verified, key=lambda item: item[0])
+        timing, best, split, error, path = min(verified, key=lambda item: item[0].median_us)
+        latency = timing.median_us
         if split.packed and untuned_us >= latency:
             split, path, error = _with_drop_in(session, reference, mod, best, target, work_dir)
     if untuned_us < latency:
         log.info("job %s: the plain function (%.2f us) beat every candidate (%.2f us)",
                  job_id, untuned_us, latency)  # fmt: skip
-        return Winner(None, untuned_us, untuned_us, untuned_error, mod, [], work_dir / "untuned.so")
-    return Winner(best, latency, untuned_us, error, split.mod, list(split.packed), path)
+        spread = max(untuned_before.spread, untuned_after.spread)
+        plain = work_dir / "untuned.so"
+        return Winner(None, untuned_us, spread, untuned_us, untuned_error, mod, [], plain)
+    return Winner(
+        best, latency, timing.spread, untuned_us, error, split.mod, list(split.packed), path
+    )
 
 
 def _with_drop_in(

@@ -31,6 +31,8 @@ def test_job_succeeds_with_a_verified_exported_schedule(tuned_store: dict) -> No
     sched = store.schedules.get(job.schedule_id)
     assert sched.trials == 8
     assert 0 <= sched.max_abs_error < 1e-4
+    # The latency is the median of runs whose spread is published with it.
+    assert sched.latency_spread is not None and 0 <= sched.latency_spread < 10
     # Never slower than the plain function (which is served when it wins, see test_reuse).
     assert 0 < sched.latency_us <= sched.untuned_latency_us
     assert "T.prim_func" in sched.tir

@@ -9,26 +9,40 @@ from typing import Any
 
 import numpy as np
 
+# (chains, distinct multiplier rows) tried per vector width; the peak is the best of them.
+# Chains that read the same row from the same start are the same computation, and a compiler may
+# merge them: on an Emerald Rapids host the old 16 chains over 4 rows ran at 326 GFLOPS where
+# 12 distinct chains in C reached 493. Distinct chains need a register for each row too, so
+# AVX-512 (32 registers) runs 12 over 12 rows, AVX2 (16 registers) 10 over 10; the shared-row
+# variants stay because a compiler that does not merge them runs them best (measured on a
+# 2-core Zen 4 VM: AVX2 12 over 6 rows 235 GFLOPS, 8 over 8 203, 16 over 4 spills at 122).
+VARIANTS = {16: ((12, 12), (16, 4), (8, 8)), 8: ((10, 10), (12, 6), (12, 4), (8, 8))}
+
 
 def measured_peak_gflops(target: dict[str, Any], threads: int, lanes: int) -> float:
-    """fp32 FMA throughput on ``threads`` threads, each running 16 (AVX2: 8) independent
+    """fp32 FMA throughput on ``threads`` threads of TVM's pool, each running independent
     ``lanes``-wide vector FMA chains held in registers (no memory traffic), compiled by TVM for
-    ``target``. Takes about a second (one compile, fifteen runs of a few ms)."""
+    ``target``: the best of `VARIANTS` (about a second in all). The caller's TVM pool must have
+    ``threads`` threads (`tuning.hardware.threads.pin_runtime_threads`)."""
+    return max(
+        _chains_gflops(target, threads, lanes, chains, rows)
+        for chains, rows in VARIANTS.get(lanes, VARIANTS[8])
+    )
+
+
+def _chains_gflops(target: dict[str, Any], threads: int, lanes: int, acc: int, rows: int) -> float:
+    """GFLOPS of ``acc`` chains per thread, acc[a] += x[a % rows] * y, `depth` FMAs each."""
     import tvm
     import tvm.s_tir as s_tir
     from tvm import te
 
-    # acc[a] += x[a % 4] * y: `acc` chains and 5 operands in registers, `acc` FMAs per
-    # iteration. AVX-512 has 32 vector registers (16 chains); AVX2 has 16, where 16 chains spill
-    # (measured on a Zen 4 VM without AVX-512: 91 GFLOPS of a nominal 166) and 8 chains, 2 FMA
-    # pipes x 4 cycles of latency, keep both pipes busy.
-    acc, depth = (16 if lanes >= 16 else 8), 1 << 20
-    x = te.placeholder((threads, 4, lanes), name="x")
+    depth = 1 << 20
+    x = te.placeholder((threads, rows, lanes), name="x")
     y = te.placeholder((threads, lanes), name="y")
     k = te.reduce_axis((0, depth), name="k")
     out = te.compute(
         (threads, acc, lanes),
-        lambda t, a, v: te.sum(x[t, a % 4, v] * y[t, v], axis=k),
+        lambda t, a, v: te.sum(x[t, a % rows, v] * y[t, v], axis=k),
         name="chains",
     )
     # enable_check=False: vectorizing a decomposed reduction is what MetaSchedule does too.
@@ -45,7 +59,7 @@ def measured_peak_gflops(target: dict[str, Any], threads: int, lanes: int) -> fl
     dev = tvm.cpu(0)
     rng = np.random.default_rng(0)
     args = [
-        tvm.runtime.tensor(rng.random((threads, 4, lanes), dtype=np.float32), dev),
+        tvm.runtime.tensor(rng.random((threads, rows, lanes), dtype=np.float32), dev),
         tvm.runtime.tensor(rng.random((threads, lanes), dtype=np.float32), dev),
         tvm.runtime.empty((threads, acc, lanes), "float32", dev),
     ]
