@@ -12,6 +12,7 @@
     speedup: ["speed-up over untuned (x)", function (s) { return s.speedup_vs_untuned; }],
   };
   let schedules = [];
+  let loads = 0;  // the answer of an earlier operator's load must not overwrite a later one's
   const saved = JSON.parse(window.localStorage.getItem("tunehub.compare") || "{}");
 
   function family(s) {
@@ -59,7 +60,7 @@
     const points = rows.map(function (s) { return { x: xOf(axis, s), y: y[1](s), group: s.target.label }; })
       .filter(function (p) { return typeof p.x === "number" && typeof p.y === "number"; });
     window.tunehubPlot.scatter($("scatter"), points, label, y[0], $("log-x").checked, $("log-y").checked);
-    $("compare-status").textContent = points.length + " schedules in this family.";
+    $("compare-status").textContent = points.length + " " + $("operator").value + " schedules in this family.";
     const table = $("compare-rows");
     table.tHead.textContent = "";
     const head = table.tHead.insertRow();
@@ -82,7 +83,10 @@
 
   async function load() {
     const op = $("operator").value;
+    const mine = ++loads;
+    $("compare-status").textContent = "Loading " + op + "…";
     const r = await tunehub.api("GET", "/api/v1/schedules?limit=1000&operator=" + encodeURIComponent(op));
+    if (mine !== loads) return;
     schedules = r.ok ? r.data : [];
     const families = [];
     schedules.forEach(function (s) { if (!families.includes(family(s))) families.push(family(s)); });
