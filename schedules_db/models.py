@@ -49,6 +49,11 @@ class TargetRow(Base):
     # fp32 FMA GFLOPS a worker of this target measured at its start (tuning.hardware.peak);
     # NULL until one did (non-CPU targets, RPC devices).
     peak_gflops: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # GB/s a worker's streaming kernel reached in cache (at most cache_bytes in all) and in
+    # memory (tuning.hardware.bandwidth); NULL until one measured them.
+    cache_gbps: Mapped[float | None] = mapped_column(Float, nullable=True)
+    memory_gbps: Mapped[float | None] = mapped_column(Float, nullable=True)
+    cache_bytes: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
 
 
 class WorkloadRow(Base):
@@ -66,6 +71,9 @@ class WorkloadRow(Base):
     params: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False, default=dict)
     mod_json: Mapped[str] = mapped_column(Text, nullable=False)
     flop: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
+    # What a kernel must read and write at the least (its parameters, each once: tuning.ir.
+    # bytes_moved); set by the first worker that loads the workload, NULL until then.
+    bytes_moved: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     # A user workload's first submitter: who may import records for it (None: the catalog's,
     # or no identity recorded).

@@ -72,6 +72,9 @@ class Target:
     fingerprint: dict[str, Any]
     created_at: datetime
     peak_gflops: float | None
+    cache_gbps: float | None
+    memory_gbps: float | None
+    cache_bytes: int | None
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,7 @@ class WorkloadInfo:
     operator: str | None
     params: dict[str, Any]
     flop: float
+    bytes_moved: int | None
     created_at: datetime
     # A user workload's first submitter: only it (or an admin) may import records for it.
     owner: str | None

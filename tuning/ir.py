@@ -90,3 +90,21 @@ def reduction_length(func: Any) -> int:
 
     visit(func.body)
     return longest
+
+
+def bytes_moved(func: Any) -> int:
+    """The bytes a PrimFunc must move at the least: every parameter buffer (inputs and outputs)
+    read or written once. With `tuning.hardware.bandwidth` it bounds a kernel's time from below
+    (a memory-bound task's roofline)."""
+    import math
+
+    import tvm
+
+    total = 0
+    for param in func.params:
+        buf = param_buffer(func, param)
+        if not all(isinstance(dim, int | tvm.tirx.IntImm) for dim in buf.shape):
+            continue  # a dynamic dimension: no static count
+        bits = tvm.DataType(str(buf.dtype)).bits * tvm.DataType(str(buf.dtype)).lanes
+        total += math.prod(int(dim) for dim in buf.shape) * bits // 8
+    return total

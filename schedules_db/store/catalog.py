@@ -76,6 +76,25 @@ class CatalogRows(Aggregate):
             if row is not None:
                 row.peak_gflops = gflops
 
+    def set_bandwidth(
+        self, target_id: int, cache_gbps: float, memory_gbps: float, cache_bytes: int
+    ) -> None:
+        """Record the cache and memory bandwidth a worker of this target measured (GB/s; the
+        cache's up to ``cache_bytes`` in all), the latest winning as for the peak."""
+        with self._session() as s:
+            row = s.get(TargetRow, target_id)
+            if row is not None:
+                row.cache_gbps, row.memory_gbps = cache_gbps, memory_gbps
+                row.cache_bytes = cache_bytes
+
+    def set_bytes_moved(self, workload_id: int, nbytes: int) -> None:
+        """Record the bytes a kernel of this workload must move (its parameters, each once): a
+        property of the function, written once by the first worker that loads it."""
+        with self._session() as s:
+            row = s.get(WorkloadRow, workload_id)
+            if row is not None and row.bytes_moved is None:
+                row.bytes_moved = nbytes
+
     def list_targets(self) -> list[Target]:
         """Every known target, oldest first."""
         with self._session() as s:

@@ -27,6 +27,15 @@ Timestamp = Annotated[str, WithJsonSchema({"type": "string", "format": "date-tim
 Number = Annotated[int | float, WithJsonSchema({"type": "number"})]
 
 
+class TargetBandwidth(BaseModel):
+    """GB/s a streaming kernel reached on a target's cores: in cache (at most ``cache_bytes``
+    moved in all) and in memory."""
+
+    cache_gbps: float
+    memory_gbps: float
+    cache_bytes: int
+
+
 class TargetOut(BaseModel):
     """A target: its key (hash of the canonical JSON), label, kind and the hosts' fingerprint."""
 
@@ -37,6 +46,9 @@ class TargetOut(BaseModel):
     fingerprint: dict[str, Any]
     peak_gflops: float | None = Field(
         description="the fp32 FMA peak its worker measured at start (null: none measured)"
+    )
+    bandwidth: TargetBandwidth | None = Field(
+        description="the bandwidth its worker measured at start (null: none measured)"
     )
 
 
@@ -76,6 +88,10 @@ class WorkloadOut(BaseModel):
     operator: str | None
     params: dict[str, Any]
     flop: float
+    bytes_moved: int | None = Field(
+        description="what a kernel must read and write at the least: its parameters, each once "
+        "(null until a worker loaded the workload)"
+    )
 
 
 class JobOperator(BaseModel):
@@ -154,6 +170,15 @@ class ScheduleOut(BaseModel):
     )
     untuned_latency_us: float
     gflops: float | None
+    roofline_us: float | None = Field(
+        description="the least time any kernel of the workload can take on the target: its FLOP "
+        "at the measured peak or its bytes at the measured bandwidth, whichever is longer "
+        "(null: neither measured)"
+    )
+    of_roofline: float | None = Field(
+        description="roofline_us / latency_us, at most 1 (a kernel faster than the roofline "
+        "shows figures measured low)"
+    )
     speedup_vs_untuned: float
     trials: int
     max_abs_error: float

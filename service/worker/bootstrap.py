@@ -16,6 +16,7 @@ from service.settings import Settings
 from service.targets import find_named_target, record_target, resolve_named
 from service.worker.runner import WorkerContext
 from service.worker.task import register_tune_task
+from tuning.hardware.bandwidth import target_bandwidth
 from tuning.hardware.devices import RpcSpec
 from tuning.hardware.host import current_tvm_series, host_fingerprint
 from tuning.hardware.intrinsics import load_tensor_intrinsics
@@ -29,8 +30,9 @@ log = logging.getLogger("tunehub.worker")
 def measure_peaks(
     store: Store, target_ids: list[int], canonicals: list[dict[str, Any]]
 ) -> dict[str, float]:
-    """Measure each CPU target's fp32 FMA peak on this machine (about a second each) and record
-    it on the target; returns {target id: GFLOPS} for the worker's fingerprint."""
+    """Measure each CPU target's fp32 FMA peak and its cache and memory bandwidth on this
+    machine (about two seconds each) and record them on the target (its roofline,
+    `tuning.hardware.roofline`); returns {target id: GFLOPS} for the worker's fingerprint."""
     found = {}
     for target_id, canonical in zip(target_ids, canonicals, strict=True):
         peak = target_peak_gflops(canonical)
@@ -38,6 +40,13 @@ def measure_peaks(
             store.catalog.set_peak(target_id, peak)
             found[str(target_id)] = round(peak, 1)
             log.info("target %s: fp32 FMA peak %.0f GFLOPS", target_id, peak)
+        bandwidth = target_bandwidth(canonical)
+        if bandwidth is not None:
+            store.catalog.set_bandwidth(target_id, bandwidth.cache_gbps, bandwidth.memory_gbps,
+                                        bandwidth.cache_bytes)  # fmt: skip
+            log.info("target %s: bandwidth %.0f GB/s in cache (%d KiB), %.0f GB/s in memory",
+                     target_id, bandwidth.cache_gbps, bandwidth.cache_bytes >> 10,
+                     bandwidth.memory_gbps)  # fmt: skip
     return found
 
 

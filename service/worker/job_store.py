@@ -17,7 +17,8 @@ from schedules_db.store import Store
 from schedules_db.values import USER, Job, NewSchedule, Target, Workload
 from tuning.catalog import get_operator
 from tuning.catalog.workload import catalog_workload
-from tuning.ir import load_mod
+from tuning.hardware.roofline import Bandwidth, roofline_seconds
+from tuning.ir import bytes_moved, load_mod
 from tuning.sandbox.tir_checks import check_user_function
 from tuning.sandbox.user_tir import check_stored
 
@@ -35,6 +36,18 @@ class JobInputs:
     mod: Any  # the workload's IRModule, checked (`checked_module`)
     stored_in_space: int  # records of (workload, target) in the job's space: counted as done
     new_on_target: bool  # the workload has no record on this target yet (of any space)
+    bytes_moved: int  # what a kernel of the workload must move (`tuning.ir.bytes_moved`)
+
+    @property
+    def roofline_us(self) -> float | None:
+        """The least time any kernel of the workload can take on the target, from the figures
+        its workers measured (`tuning.hardware.roofline`); None before any was measured."""
+        target = self.target
+        bandwidth = None
+        if target.cache_gbps and target.memory_gbps and target.cache_bytes:
+            bandwidth = Bandwidth(target.cache_gbps, target.memory_gbps, target.cache_bytes)
+        secs = roofline_seconds(self.workload.flop, self.bytes_moved, target.peak_gflops, bandwidth)
+        return None if secs is None else secs * 1e6
 
 
 def load_inputs(store: Store, job_id: int) -> JobInputs:
@@ -48,6 +61,9 @@ def load_inputs(store: Store, job_id: int) -> JobInputs:
     if workload is None or target is None:
         raise LookupError(f"job {job_id}: its workload or target is gone")
     mod = checked_module(store, workload, target.id)
+    nbytes = bytes_moved(mod["main"])
+    if workload.bytes_moved is None:
+        store.catalog.set_bytes_moved(workload.id, nbytes)
     return JobInputs(
         job=job,
         workload=workload,
@@ -56,6 +72,7 @@ def load_inputs(store: Store, job_id: int) -> JobInputs:
         mod=mod,
         stored_in_space=store.records.count(target.id, workload.id, space=job.space),
         new_on_target=store.records.count(target.id, workload.id) == 0,
+        bytes_moved=nbytes,
     )
 
 

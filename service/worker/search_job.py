@@ -6,6 +6,11 @@ earlier jobs, or from this one before its worker was lost) seeds the search's po
 (top-k, of either space), is not measured again, and counts against the budget. Between two
 measured batches the job reports progress (and learns whether it still owns the job) and stops
 when a cancel was requested.
+
+Budgets follow the gap to the roofline: a search whose best reaches `AT_ROOFLINE` of the
+workload's roofline (`tuning.hardware.roofline`: its FLOP at the target's measured peak, its
+bytes at its measured bandwidth) stops there, and a job whose stored best is there already
+measures nothing: its trials would buy nothing a kernel can still gain.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from tuning.catalog import get_operator
 from tuning.hardware.devices import Measurer
 from tuning.hardware.host import physical_cores
 from tuning.hardware.intrinsics import load_tensor_intrinsics
+from tuning.hardware.roofline import AT_ROOFLINE
 from tuning.ir import layout_free_operands, structural_hash
 from tuning.search.cost_model import refresh
 from tuning.search.loop import BatchReport, SearchCancelled, run_search
@@ -33,6 +39,10 @@ from tuning.search.seeding import neighbour_seeds
 from tuning.search.spaces import space_generator, space_module
 
 log = logging.getLogger("tunehub.worker")
+
+
+class AtRoofline(Exception):
+    """Raised between two batches when the search's best is at the workload's roofline."""
 
 
 def search(
@@ -57,6 +67,11 @@ def search(
         log.info("job %s: continuing from %d stored trials", job.id, already)
     if job.trials <= already:
         return  # the budget is stored already: verification only
+    current = store.schedules.best(workload.id, target_row.id)
+    if current is not None and _at_roofline(inputs, current.latency_us):
+        log.info("job %s: the published best is at the roofline (%.1f us): nothing to search",
+                 job.id, inputs.roofline_us)  # fmt: skip
+        return
     operator = get_operator(workload.operator) if workload.operator else None
     # A catalog operator names its weights; a user function (a model's task) marks them itself.
     weights = operator.constant_operands if operator else layout_free_operands(inputs.mod)
@@ -77,23 +92,27 @@ def search(
     cost_model_path = None
     if job.transfer_cost_model:
         cost_model_path = _transferred_model(job.id, storage, inputs, target, artifact_dir, owned)
-    run_search(
-        search_mod,
-        target,
-        database,
-        job.trials - already,
-        str(work_dir),
-        _on_batch(store, inputs, owned, beat),
-        num_trials_per_iter=num_trials_per_iter,
-        seed=seed,
-        runner=measurer.runner(),
-        cost_model_path=cost_model_path,
-        space=job.space,
-        # A warm start measures its best seeds first: the evolutionary search would only
-        # measure those its cost model happens to rank above its own mutants.
-        measure_first=seeds.get(workload.id, []),
-        stored=database,
-    )
+    try:
+        run_search(
+            search_mod,
+            target,
+            database,
+            job.trials - already,
+            str(work_dir),
+            _on_batch(store, inputs, owned, beat),
+            num_trials_per_iter=num_trials_per_iter,
+            seed=seed,
+            runner=measurer.runner(),
+            cost_model_path=cost_model_path,
+            space=job.space,
+            # A warm start measures its best seeds first: the evolutionary search would only
+            # measure those its cost model happens to rank above its own mutants.
+            measure_first=seeds.get(workload.id, []),
+            stored=database,
+        )
+    except AtRoofline:
+        log.info("job %s: the best reached %.0f%% of the roofline (%.1f us): the search stops",
+                 job.id, AT_ROOFLINE * 100, inputs.roofline_us)  # fmt: skip
 
 
 def _on_batch(
@@ -115,8 +134,18 @@ def _on_batch(
         log.info(
             "job %s: %d/%d trials, best %.1f us", job.id, done, job.trials, best or float("nan")
         )
+        # This search's own measurement: a stored record may be an import's claim.
+        if _at_roofline(inputs, report.best_us):
+            raise AtRoofline()
 
     return on_batch
+
+
+def _at_roofline(inputs: JobInputs, best_us: float | None) -> bool:
+    """Whether a kernel of ``best_us`` (measured here, or verified and published) is at
+    `AT_ROOFLINE` of the workload's roofline on the target (False while none is known)."""
+    roofline = inputs.roofline_us
+    return roofline is not None and best_us is not None and best_us * AT_ROOFLINE <= roofline
 
 
 def _neighbour_seeds(

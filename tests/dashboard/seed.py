@@ -80,11 +80,14 @@ def seed(engine: Engine, schedules: int, records_for_first: int = 12, seed: int 
             canonical = f'{{"kind": "llvm", "mcpu": "cpu{n}", "num-cores": {n + 2}}}'
             fingerprint = {"cpu_model": f"{label} CPU", "cores": n + 2}
             peak = (400.0, 150.0, None)[n]  # the third target's peak was never measured
+            # Only the first target's bandwidth was measured (its roofline is known).
+            bandwidth = ((200.0, 30.0, 2 << 20), (None, None, None), (None, None, None))[n]
             target_ids.append(
                 conn.execute(
                     insert(TargetRow).values(key=key, canonical_json=canonical, kind="llvm",
                                              label=label, fingerprint=fingerprint, created_at=NOW,
-                                             peak_gflops=peak)
+                                             peak_gflops=peak, cache_gbps=bandwidth[0],
+                                             memory_gbps=bandwidth[1], cache_bytes=bandwidth[2])
                 ).inserted_primary_key[0]  # type: ignore[index]
             )  # fmt: skip
         artifact_id = conn.execute(
@@ -96,7 +99,13 @@ def seed(engine: Engine, schedules: int, records_for_first: int = 12, seed: int 
         for w in range((schedules + per_target - 1) // per_target):
             spec = _workload(w, rng)
             workloads.append(
-                {"shash": str(10**12 + w), "mod_json": "{}", "created_at": NOW, **spec}
+                {
+                    "shash": str(10**12 + w),
+                    "mod_json": "{}",
+                    "created_at": NOW,
+                    "bytes_moved": 4096 * (w + 1),
+                    **spec,
+                }  # fmt: skip
             )
         if workloads:
             conn.execute(insert(WorkloadRow), workloads)

@@ -129,6 +129,10 @@ def test_schedule_detail_draws_every_record_and_toggles_log_scale(tab: Tab, site
     assert sorted(_row_ids(page, "other-targets")) == [1, 2, 3]
     expect(page.locator("#download")).to_have_attribute("href", "/api/v1/schedules/1/artifact")
     expect(page.locator("#sha256")).to_have_text("ab" * 32)
+    # Its share of the roofline, as the API states it (its target's figures were measured).
+    shown = httpx.get(f"{site.url}/api/v1/schedules/1").json()
+    assert 0 < shown["of_roofline"] <= 1 and shown["roofline_us"] > 0
+    expect(page.locator("#of-roofline")).to_contain_text(f"{100 * shown['of_roofline']:.3g}% of")
     assert page.locator("#tir span.hl-k").count() > 0  # keywords highlighted
     expect(page.locator("#tir")).to_contain_text(XSS)  # the TIR's comment, as text
     tab.shot("schedule-detail")

@@ -33,8 +33,9 @@ def _dot(n: int, summed: int | None = None) -> tvm.IRModule:
 
 def _workload(mod: tvm.IRModule) -> Workload:
     return Workload(
-        1, "0", "user", None, {}, 0.0, datetime.now(timezone.utc), None, tvm.ir.save_json(mod)
-    )
+        1, "0", "user", None, {}, 0.0, None, datetime.now(timezone.utc), None,
+        tvm.ir.save_json(mod),
+    )  # fmt: skip
 
 
 def test_reduction_length_is_the_terms_summed_per_output() -> None:

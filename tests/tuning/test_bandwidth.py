@@ -1,0 +1,83 @@
+"""The bandwidth the workers measure (`tuning.hardware.bandwidth`) agrees with an independent
+measurement: a C loop (tests/data/stream_bw.c, compiled here at -O3 for this CPU) streaming the
+same slices on the same threads, in cache and in memory; and a roofline is the longer of a
+kernel's compute time and its memory time."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tuning.hardware.host import physical_cores
+from tuning.hardware.roofline import Bandwidth, roofline_seconds, share_of_roofline
+from tuning.hardware.targets import resolve_target
+
+ROOT = Path(__file__).resolve().parents[2]
+SOURCE = ROOT / "tests" / "data" / "stream_bw.c"
+
+
+def _tvm_bandwidth(canonical: dict, threads: int) -> dict:
+    """`target_bandwidth` in a fresh process whose TVM pool has ``threads`` threads."""
+    code = (
+        "import dataclasses, json, sys\n"
+        "from tuning.hardware.bandwidth import target_bandwidth\n"
+        "print(json.dumps(dataclasses.asdict(target_bandwidth(json.loads(sys.argv[1])))))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(canonical)], capture_output=True, text=True,
+        timeout=300, cwd=ROOT,
+        env={**os.environ, "TVM_NUM_THREADS": str(threads), "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def test_the_measured_bandwidth_agrees_with_an_independent_stream_loop(tmp_path: Path) -> None:
+    binary = tmp_path / "stream_bw"
+    built = subprocess.run(
+        ["cc", "-O3", "-march=native", "-pthread", str(SOURCE), "-o", str(binary)],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert built.returncode == 0, built.stderr
+    threads = physical_cores()
+    canonical = {**resolve_target("host").canonical, "num-cores": threads}
+    tvm_runs, c_cache, c_memory = [], [], []
+    for _ in range(2):  # interleaved: a slow moment of the machine hits both
+        tvm_runs.append(_tvm_bandwidth(canonical, threads))
+        cache_slice = tvm_runs[-1]["cache_bytes"] // (2 * threads)
+        for runs, slice_bytes, reps in ((c_cache, cache_slice, 400), (c_memory, 64 << 20, 2)):
+            out = subprocess.run([str(binary), str(threads), str(slice_bytes), str(reps)],
+                                 capture_output=True, text=True, check=True).stdout  # fmt: skip
+            runs.append(float(out))
+    cache = max(run["cache_gbps"] for run in tvm_runs)
+    memory = max(run["memory_gbps"] for run in tvm_runs)
+    assert 0.75 * max(c_cache) <= cache <= 1.33 * max(c_cache), (tvm_runs, c_cache)
+    assert 0.75 * max(c_memory) <= memory <= 1.33 * max(c_memory), (tvm_runs, c_memory)
+    assert cache > memory  # two levels, told apart
+
+
+@pytest.mark.parametrize(
+    ("flop", "nbytes", "expected_us"),
+    [
+        (2 * 128 * 768 * 768, 4 * (128 * 768 * 2 + 768 * 768), 300.0),  # dense: compute-bound
+        (5 * 12 * 128 * 128, 8 * 12 * 128 * 128, 15.72864),  # softmax: in cache
+        (1e6, 400e6, 20000.0),  # a 400 MB copy: in memory
+    ],
+)
+def test_a_roofline_is_the_longer_of_compute_and_memory(
+    flop: float, nbytes: float, expected_us: float
+) -> None:
+    bandwidth = Bandwidth(cache_gbps=100.0, memory_gbps=20.0, cache_bytes=4 << 20)
+    assert roofline_seconds(flop, nbytes, 503.316, bandwidth) * 1e6 == pytest.approx(
+        expected_us, rel=1e-3
+    )
+    assert roofline_seconds(flop, nbytes, None, None) is None
+    assert roofline_seconds(flop, None, 503.316, None) == pytest.approx(flop / 503.316e9)
+    roof = expected_us * 1e-6
+    assert share_of_roofline(2 * roof, roof) == pytest.approx(0.5)
+    assert share_of_roofline(roof / 2, roof) == 1.0  # never above: the figures were low

@@ -1,0 +1,76 @@
+"""Budgets follow the gap to the roofline (issue 26): a search whose best reaches 85% of the
+workload's roofline stops at the next batch, its job succeeds with the budget counted as
+covered, and a later job with more trials measures nothing while the published best is there.
+The target's figures are planted so low that any kernel is at its roofline; a target with no
+figures (the other test) searches its whole budget."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from schedules_db import Store, make_engine, upgrade_schema
+from service.worker.runner import WorkerContext, run_job
+from tests.conftest import TINY
+from tuning.catalog import get_operator
+from tuning.catalog.workload import catalog_workload
+from tuning.hardware.host import host_fingerprint
+from tuning.hardware.targets import resolve_target
+from tuning.ir import bytes_moved
+
+
+def _setup(tmp_path: Path, figures: bool) -> tuple[Store, WorkerContext, int, int, Any]:
+    engine = make_engine(f"sqlite:///{tmp_path / 'store.db'}")
+    upgrade_schema(engine)
+    store = Store(engine)
+    target = resolve_target("host")
+    row = store.catalog.get_or_create_target(
+        target.canonical, target.kind, target.label, host_fingerprint()
+    )
+    if figures:  # a roofline far above what any kernel takes: every kernel is at it
+        store.catalog.set_peak(row.id, 1e-6)
+        store.catalog.set_bandwidth(row.id, 1e-6, 1e-6, 1 << 20)
+    spec = catalog_workload("matmul", get_operator("matmul").Params(**TINY))
+    workload = store.catalog.get_or_create_workload(
+        spec.shash, spec.mod_json, "matmul", spec.params, spec.flop
+    )
+    context = WorkerContext(store=store, artifact_dir=tmp_path / "artifacts",
+                            worker_name="pytest-roofline", stale_after=timedelta(seconds=60),
+                            num_trials_per_iter=4)  # fmt: skip
+    return store, context, workload.id, row.id, engine
+
+
+def test_a_search_at_the_roofline_stops_and_a_bigger_budget_measures_nothing(
+    tmp_path: Path,
+) -> None:
+    store, context, workload_id, target_id, engine = _setup(tmp_path, figures=True)
+    job = store.jobs.create(workload_id, target_id, 16, "tunehub.test")
+    assert run_job(context, job.id) == "succeeded", store.jobs.get(job.id).error
+    done = store.jobs.get(job.id)
+    assert done is not None and done.trials_done == 4  # one batch of 4, not 16
+    assert store.records.count(target_id, workload_id) == 4
+    schedule = store.schedules.best(workload_id, target_id)
+    assert schedule is not None and schedule.trials == 16  # the budget counts as covered
+    # The worker recorded the bytes a kernel must move: A, B and C of a 32x32x32 matmul.
+    workload = store.catalog.get_workload(workload_id)
+    assert workload is not None and workload.bytes_moved == 3 * 32 * 32 * 4
+    spec = catalog_workload("matmul", get_operator("matmul").Params(**TINY))
+    assert bytes_moved(spec.mod["main"]) == workload.bytes_moved
+
+    again = store.jobs.create(workload_id, target_id, 64, "tunehub.test")
+    assert not again.cache_hit
+    assert run_job(context, again.id) == "succeeded", store.jobs.get(again.id).error
+    assert store.records.count(target_id, workload_id) == 4  # nothing measured
+    schedule = store.schedules.best(workload_id, target_id)
+    assert schedule is not None and schedule.trials == 64
+    engine.dispose()
+
+
+def test_without_measured_figures_a_search_spends_its_budget(tmp_path: Path) -> None:
+    store, context, workload_id, target_id, engine = _setup(tmp_path, figures=False)
+    job = store.jobs.create(workload_id, target_id, 8, "tunehub.test")
+    assert run_job(context, job.id) == "succeeded", store.jobs.get(job.id).error
+    done = store.jobs.get(job.id)
+    assert done is not None and done.trials_done == 8
+    engine.dispose()

@@ -1,0 +1,99 @@
+"""The memory bandwidth of a CPU target, measured on this machine the way its peak is
+(`tuning.hardware.peak`): a kernel compiled by TVM for the target, on its threads, timed with
+TVM's evaluator. Two figures, because the tasks of a model live at two levels:
+
+- **cache**: each thread streams a slice that fits in its core's L2 (a softmax of 12x128x128
+  floats moves 1.5 MB in all: it never leaves the caches between two runs);
+- **memory**: each thread streams a slice far larger than any cache (DRAM).
+
+Bytes are counted as STREAM counts them: what the kernel reads plus what it writes (a write
+that first reads its line in counts once), so a task's bytes (`tuning.ir.bytes_moved`: its
+parameters, each once) divided by the bandwidth of the level its bytes fit in is the least time
+any kernel could take to move them (`tuning.hardware.roofline`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tuning.hardware.roofline import Bandwidth
+
+CACHE_SLICE = 512 * 1024  # bytes per thread per array: two arrays fit in any x86 L2 since 2008
+MEMORY_SLICE = 64 * 1024 * 1024  # bytes per thread per array: past every cache we measure
+
+
+def l2_bytes() -> int:
+    """This machine's L2 per core (sysfs), or 1 MiB when it does not say."""
+    try:
+        for index in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
+            if (index / "level").read_text().strip() == "2":
+                size = (index / "size").read_text().strip().upper()
+                scale = {"K": 1 << 10, "M": 1 << 20}.get(size[-1:], 1)
+                return int(size.rstrip("KM")) * scale
+    except (OSError, ValueError):
+        pass
+    return 1 << 20
+
+
+def measured_bandwidth(target: dict[str, Any], threads: int, lanes: int) -> Bandwidth:
+    """Cache and memory bandwidth on ``threads`` threads of TVM's pool (each thread scales its
+    own slice: y = 2 x, ``lanes``-wide vectors), compiled by TVM for ``target``, best of a few
+    runs (about a second in all). The caller's pool must have ``threads`` threads
+    (`tuning.hardware.threads.pin_runtime_threads`)."""
+    # Two arrays per thread in at most half of its L2: the other half holds what else runs.
+    cache_slice = max(64 * 1024, min(CACHE_SLICE, l2_bytes() // 4))
+    cache = _stream_gbps(target, threads, lanes, cache_slice, passes=100)
+    memory = _stream_gbps(target, threads, lanes, MEMORY_SLICE, passes=1)
+    return Bandwidth(cache, memory, cache_bytes=2 * cache_slice * threads)
+
+
+def _stream_gbps(
+    target: dict[str, Any], threads: int, lanes: int, slice_bytes: int, passes: int
+) -> float:
+    """GB/s of ``passes`` passes per call over ``slice_bytes`` per thread and array, each pass
+    y = 2 x then x = y / 2 (the next pass reads what this one wrote: no pass can be elided, and
+    a call is long enough that the pool's start costs nothing)."""
+    import tvm
+    from tvm.script import tirx as T
+
+    width = max(lanes, slice_bytes // 4 // lanes * lanes)
+    blocks = width // lanes
+
+    # TVMScript: its parameter annotations are calls, which no type checker reads.
+    @T.prim_func(check_well_formed=False)  # type: ignore[untyped-decorator]
+    def stream(x: T.Buffer((threads, width), "float32"), y: T.Buffer((threads, width), "float32")):  # type: ignore[valid-type,no-untyped-def]  # noqa: E501
+        for t in T.parallel(threads):
+            for _ in range(passes):
+                for b in range(blocks):
+                    for v in T.vectorized(lanes):
+                        y[t, b * lanes + v] = x[t, b * lanes + v] * T.float32(2)
+                for b in range(blocks):
+                    for v in T.vectorized(lanes):
+                        x[t, b * lanes + v] = y[t, b * lanes + v] * T.float32(0.5)
+
+    lib = tvm.compile(tvm.IRModule({"main": stream}), target=tvm.target.Target(target)).mod
+    dev = tvm.cpu(0)
+    rng = np.random.default_rng(0)
+    args = [
+        tvm.runtime.tensor(rng.random((threads, width), dtype=np.float32), dev),
+        tvm.runtime.empty((threads, width), "float32", dev),
+    ]
+    secs = min(lib.time_evaluator("main", dev, number=1, repeat=7, min_repeat_ms=50)(*args).results)
+    return float(2 * passes * 2 * threads * width * 4 / secs / 1e9)
+
+
+def target_bandwidth(canonical: dict[str, Any]) -> Bandwidth | None:
+    """The measured bandwidth of an llvm target on this machine (on its ``num-cores`` threads,
+    vectors as wide as the peak's); None for other kinds."""
+    import tvm
+
+    from tuning.search.spaces import vector_bits
+
+    if canonical.get("kind") != "llvm":
+        return None
+    threads = int(canonical.get("num-cores", 1))
+    lanes = max(4, vector_bits(tvm.target.Target(canonical)) // 32)
+    return measured_bandwidth(canonical, threads, lanes)
