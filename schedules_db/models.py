@@ -264,6 +264,10 @@ class ModelRow(Base):
     outputs: Mapped[list[dict[str, Any]]] = mapped_column(JSON, nullable=False)
     target_id: Mapped[int] = mapped_column(ForeignKey("targets.id"), nullable=False)
     trials: Mapped[int] = mapped_column(Integer, nullable=False)
+    # Trials held back when the tasks' jobs were created: once they are all final, these go to
+    # the tasks furthest from their roofline (weighted by how often the model runs them).
+    reserve_trials: Mapped[int] = mapped_column(Integer, nullable=False, default=0,
+                                                server_default="0")  # fmt: skip
     queue: Mapped[str] = mapped_column(String(128), nullable=False)
     state: Mapped[str] = mapped_column(String(16), nullable=False)
     submitted_by: Mapped[str | None] = mapped_column(String(255), nullable=True)

@@ -292,6 +292,7 @@ class ModelJob:
     outputs: list[dict[str, Any]]
     target_id: int
     trials: int
+    reserve_trials: int  # held back for the tasks furthest from their roofline (0: spent)
     queue: str
     state: str
     submitted_by: str | None

@@ -65,8 +65,10 @@ class Models(Aggregate):
         queue: str,
         submitted_by: str | None,
         tasks: list[NewModelTask],
+        reserve_trials: int = 0,
     ) -> ModelJob:
-        """Record a model (`tuning`) and its tasks in one transaction."""
+        """Record a model (`tuning`) and its tasks in one transaction; ``reserve_trials`` of
+        its ``trials`` are held back for a second round (`continue_tasks`)."""
         with self._session() as s:
             row = ModelRow(
                 name=name,
@@ -76,6 +78,7 @@ class Models(Aggregate):
                 outputs=outputs,
                 target_id=target_id,
                 trials=trials,
+                reserve_trials=reserve_trials,
                 queue=queue,
                 state=ModelState.TUNING.value,
                 submitted_by=submitted_by,
@@ -184,6 +187,26 @@ class Models(Aggregate):
                 ),
             )
             return matched == 1
+
+    def continue_tasks(self, model_id: int, worker: str, jobs: dict[int, tuple[int, int]]) -> bool:
+        """Spend the reserve of a model whose compile ``worker`` owns, in one transaction: each
+        task in ``jobs`` (task id: (the job that continues it, its extra trials)) is tuned by
+        that job now and has those trials more, the reserve becomes 0, and, when ``jobs`` names
+        any task, the model goes back to `tuning` unowned (with none, the compile stays
+        ``worker``'s). False, writing nothing, when ``worker`` does not own the compile or no
+        reserve is left."""
+        with self._session() as s:
+            model = s.scalar(select(ModelRow).where(*_owned(model_id, worker)).with_for_update())
+            if model is None or model.reserve_trials <= 0:
+                return False
+            for task in s.scalars(select(ModelTaskRow).where(ModelTaskRow.model_id == model_id)):
+                if task.id in jobs:
+                    job_id, more = jobs[task.id]
+                    task.job_id, task.trials = job_id, task.trials + more
+            model.reserve_trials = 0
+            if jobs:
+                model.state, model.worker, model.heartbeat_at = ModelState.TUNING.value, None, None
+            return True
 
     def heartbeat(self, model_id: int, worker: str) -> bool:
         """The owner of a compile is alive; False when it no longer owns it."""

@@ -45,6 +45,7 @@ def model_view(store: Store, model: ModelJob, with_tasks: bool = True) -> dict[s
             "tasks_failed": sum(t.job.state == JobState.FAILED.value for t in tasks),
             "trials": sum(t.task.trials for t in tasks),
             "trials_done": sum(min(t.job.trials_done, t.task.trials) for t in tasks),
+            "reserve_trials": model.reserve_trials,
         },
         "result": result,
         "cancel_requested": model.cancel_requested,

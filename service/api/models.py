@@ -444,8 +444,12 @@ class ModelProgress(BaseModel):
     tasks_done: int = Field(description="tasks whose job is final (succeeded, failed, cancelled)")
     tasks_cache_hit: int
     tasks_failed: int
-    trials: int
+    trials: int = Field(description="the trials given to the tasks so far")
     trials_done: int
+    reserve_trials: int = Field(
+        description="trials held back until every task is measured, then given to the tasks "
+        "furthest from their roofline (0 once spent)"
+    )
 
 
 class ModelResult(BaseModel):

@@ -27,6 +27,7 @@ from typing import Any
 
 from schedules_db.store import Store
 from schedules_db.values import ModelJob, PublishedModel
+from service.worker.model_budget import spend_reserve
 from tuning.models.inputs import ModelInput
 from tuning.publish.artifacts import publish
 from tuning.sandbox import SandboxBusy
@@ -45,10 +46,16 @@ def compile_ready_models(
 ) -> list[str]:
     """Compile every model on ``target_ids`` that is ready and that this worker wins the claim
     of; the final state of each (or "lost", or "busy": no free isolated slot, retried once
-    its claim lapses)."""
+    its claim lapses, or "continued": its reserve went to its tasks, which tune again)."""
     outcomes = []
     for model in store.models.ready(target_ids, stale_after):
         if store.models.claim_compile(model.id, worker, stale_after):
+            # A reserve is spent before the compile (`model_budget`): tuning goes on, unless
+            # every task's new budget was covered already (the compile is claimed again).
+            continued = model.reserve_trials > 0 and spend_reserve(store, model, worker)
+            if continued and not store.models.claim_compile(model.id, worker, stale_after):
+                outcomes.append("continued")
+                continue
             outcomes.append(compile_one(store, model.id, worker, artifact_dir, heartbeat_every_s))
     return outcomes
 

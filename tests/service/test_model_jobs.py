@@ -107,7 +107,8 @@ def test_a_model_is_tuned_compiled_and_equals_onnxruntime(service: Service, tmp_
     assert body["state"] == "tuning" and body["format"] == "onnx"
     tasks = body["tasks"]
     assert len(tasks) == body["progress"]["tasks"] >= 3
-    assert sum(t["trials"] for t in tasks) == 8
+    # Every task is measured in the first round; the rest waits for the measured gaps.
+    assert sum(t["trials"] for t in tasks) + body["progress"]["reserve_trials"] == 8
     names = {t["name"] for t in tasks}
     assert any(n.startswith("fused_conv2d") for n in names), names
     # Tasks with weights are searched in the packed space, the others in the plain one.

@@ -5,7 +5,9 @@ Why one job per task (and not MetaSchedule's gradient task scheduler in one proc
 guarantee operator jobs have carries over unchanged — a task already tuned on the target is a
 cache hit, a task another model shares reuses its records, tasks run on as many workers of the
 target as there are, and claims, heartbeats, cancel and crash recovery are the jobs' own. The
-price is a static split of the budget (`split_budget`) instead of a gradient-driven one.
+budget goes in two rounds instead of MetaSchedule's gradient: half split by work
+(`split_budget`), half held back and given, once the first round is measured, to the tasks
+furthest from their roofline (`service.worker.model_budget`).
 
 As for jobs, everything is validated before anything is written; a refusal is a 4xx naming the
 field, and the store and artifact directory are left as they were.
@@ -37,6 +39,17 @@ from tuning.sandbox.user_model import ParsedModel
 from tuning.search.spaces import resolve_space
 
 SOURCE_SUFFIX = {"onnx": ".onnx", "relax": ".py"}
+
+
+FIRST_ROUND = 0.5  # of a model's budget, split by work; the rest goes by the measured gaps
+
+
+def first_round_trials(total: int, tasks: int) -> int:
+    """The trials a model's first round splits among its ``tasks`` (`split_budget`): half of
+    ``total``, at least one per task; the rest is held back (``reserve_trials``) and goes to the
+    tasks furthest from their roofline once the first round is measured
+    (`service.worker.model_budget`)."""
+    return min(total, max(tasks, round(total * FIRST_ROUND)))
 
 
 def split_budget(total: int, sizes: list[float]) -> list[int]:
@@ -89,9 +102,10 @@ def create_model(
     artifact = _store_source(store, settings, body.format, source)
     queue_of_target = queue_name(stored_target.key)
     sizes = [task.weight * max(task.flop, 1.0) for task in parsed.tasks]
+    first_round = first_round_trials(body.trials, len(parsed.tasks))
     tasks: list[NewModelTask] = []
     jobs = []
-    for task, trials in zip(parsed.tasks, split_budget(body.trials, sizes), strict=True):
+    for task, trials in zip(parsed.tasks, split_budget(first_round, sizes), strict=True):
         workload = store.catalog.get_or_create_workload(
             task.shash, task.mod_json, None, {"task": task.name}, task.flop, owner=who.name
         )
@@ -118,6 +132,7 @@ def create_model(
         queue=queue_of_target,
         submitted_by=who.name,
         tasks=tasks,
+        reserve_trials=body.trials - first_round,
     )
     for job in jobs:
         if job.state == JobState.QUEUED.value:
