@@ -1,12 +1,15 @@
 """Whole models end to end: tunehub-tuned TVM vs plain TVM MetaSchedule with the same budget vs
-untuned TVM vs PyTorch CPU (eager and ``torch.compile``), side by side in one run (issue 16).
+untuned TVM vs ONNX Runtime (CPU provider, threads = cores) vs PyTorch CPU (eager and
+``torch.compile``), side by side in one run, with each task's share of tunehub's kernel time
+and its % of the roofline (issues 16, 26).
 
 Models, built by hand as ONNX files with random weights, batch 1:
 
-    cnn       examples/cnn.py's small CNN, 1x3x32x32
-    resnet18  a ResNet-18-shaped CNN, 1x3x224x224 (tests/tuning/model_cases.resnet18_like)
-    bert      a BERT-base encoder layer, sequence 128, hidden 768, 12 heads, FFN 3072
-              (examples/transformer_block.encoder_layer)
+    cnn          examples/cnn.py's small CNN, 1x3x32x32
+    resnet18     a ResNet-18-shaped CNN, 1x3x224x224 (tests/tuning/model_cases.resnet18_like)
+    bert         a BERT-base encoder layer, sequence 128, hidden 768, 12 heads, FFN 3072
+                 (examples/transformer_block.encoder_layer)
+    mobilenetv2  MobileNet-V2 (width 1.0), 1x3x224x224 (bench/mobilenet.py)
 
 Each model gets a budget of ``--trials-per-task`` x its task count, spent:
 
@@ -39,7 +42,7 @@ get neighbour answers, how long a lookup of those answers takes afterwards, and 
 against the untuned build.
 
     .venv/bin/pip install -e '.[bench]'      # torch (optional: --skip-torch)
-    .venv/bin/python bench/model.py [--models cnn,resnet18,bert] [--trials-per-task 64]
+    .venv/bin/python bench/model.py [--models bert,resnet18,mobilenetv2,cnn] [--trials-per-task 64]
         [--budget-curve 8,16,32,64] [--neighbour-size 192] [--skip-rows] [--skip-torch]
         [--server URL]
 """
@@ -97,6 +100,20 @@ class Row:
     wall: dict[str, float] = field(default_factory=dict)
     error: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    tasks_measured: list[TaskRow] = field(default_factory=list)
+
+
+@dataclass
+class TaskRow:
+    """One task of a tuned model (`task_rows`)."""
+
+    name: str
+    weight: int
+    trials: int
+    latency_us: float
+    roofline_us: float | None
+    of_roofline: float | None
+    share: float = 0.0
 
 
 # -- servers ---------------------------------------------------------------------------------
@@ -142,8 +159,9 @@ def serve(url: str | None) -> Iterator[TunehubClient]:
 
 
 def tune_with_tunehub(client: TunehubClient, model: Any, shape: list[int], trials: int,
-                      folder: Path) -> float:  # fmt: skip
-    """Submit ``model`` with ``trials`` in total and wait until it is compiled; the wall (s)."""
+                      folder: Path) -> tuple[float, dict[str, Any]]:  # fmt: skip
+    """Submit ``model`` with ``trials`` in total and wait until it is compiled; the wall (s)
+    and the model as the server shows it (its tasks included)."""
     path = folder / f"{model.graph.name}.onnx"
     onnx.save(model, path)
     inputs = [{"name": "x", "shape": shape, "dtype": "float32"}]
@@ -157,7 +175,25 @@ def tune_with_tunehub(client: TunehubClient, model: Any, shape: list[int], trial
     print(f"  tunehub: {done['progress']['tasks']} tasks, {trials} trials in {wall:.0f} s; "
           f"{done['result']['tasks_applied']} tasks tuned, {failed} task jobs failed",
           flush=True)  # fmt: skip
-    return wall
+    return wall, done
+
+
+def task_rows(client: TunehubClient, model: dict[str, Any]) -> list[TaskRow]:
+    """Each task of a tuned model: calls, trials, its published latency, its share of the
+    model's kernel time (calls x latency over the sum) and of its roofline; largest share
+    first."""
+    rows = []
+    for task in model["tasks"]:
+        schedule_id = task["job"]["schedule_id"]
+        if schedule_id is None:
+            continue
+        schedule = client.schedule(schedule_id)
+        rows.append(TaskRow(task["name"], task["weight"], task["trials"], schedule["latency_us"],
+                            schedule["roofline_us"], schedule["of_roofline"]))  # fmt: skip
+    total = sum(r.weight * r.latency_us for r in rows) or 1.0
+    for r in rows:
+        r.share = r.weight * r.latency_us / total
+    return sorted(rows, key=lambda r: r.share, reverse=True)
 
 
 # -- the ways --------------------------------------------------------------------------------
@@ -219,6 +255,21 @@ def measure(row: Row, ways: dict[str, Callable[[], np.ndarray]], rounds: int,
     row.ms = {name: statistics.median(s) for name, s in samples.items()}
 
 
+def ort_callable(model: Any, threads: int) -> Callable[[np.ndarray], np.ndarray]:
+    """ONNX Runtime's CPU provider on ``model`` (every graph optimisation, ``threads`` intra-op
+    threads, sequential execution): what a user who deploys with ONNX Runtime runs."""
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+    session = onnxruntime.InferenceSession(
+        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+    return lambda x: np.asarray(session.run(None, {"x": x})[0])
+
+
 def bound(fn: Callable[[Any], Any], x: Any) -> Callable[[], np.ndarray]:
     """``fn(x)`` as a numpy array, as a no-argument callable."""
 
@@ -242,7 +293,8 @@ def bench_model(name: str, client: TunehubClient, args: argparse.Namespace, fold
     tasks = len(extract(tuning_pipeline(mod, target), target))
     row = Row(name, tasks, tasks * args.trials_per_task)
     print(f"{name}: {tasks} tasks, {row.trials} trials", flush=True)
-    row.wall["tunehub tune"] = tune_with_tunehub(client, model, shape, row.trials, folder)
+    row.wall["tunehub tune"], tuned = tune_with_tunehub(client, model, shape, row.trials, folder)
+    row.tasks_measured = task_rows(client, tuned)
     vms = tvm_ways(mod, target, client, (row.trials, args.trials_per_task), folder, row)
     x = np.random.default_rng(0).standard_normal(shape).astype("float32")
     data = tvm.runtime.tensor(x)
@@ -250,6 +302,7 @@ def bench_model(name: str, client: TunehubClient, args: argparse.Namespace, fold
     # TVM's pool starts before PyTorch's: the other order slowed eager 30x here (0.3 -> 9 ms).
     for run in ways.values():
         run()
+    ways["onnxruntime"] = bound(ort_callable(model, tvm.runtime.num_threads()), x)
     if not args.skip_torch:
         ways["torch eager"] = bound(torch_callable(model, False), x)
     measure(row, ways, args.rounds, args.repeat)
@@ -287,7 +340,7 @@ def budget_curve(
     tasks = len(extract(tuning_pipeline(mod, target), target))
     for per_task in steps:
         print(f"budget curve: {per_task} trials per task", flush=True)
-        wall = tune_with_tunehub(client, model, shape, per_task * tasks, folder)
+        wall, _ = tune_with_tunehub(client, model, shape, per_task * tasks, folder)
         main = relax.VirtualMachine(build(mod, target, client=client), tvm.cpu())["main"]
         settle()
         ms = time_callable(bound(main, data), args.repeat) * 1e3
@@ -366,17 +419,29 @@ def ratio(row: Row, way: str) -> str:
 
 
 def print_table(rows: list[Row], threads: int) -> None:
-    ways = ["tunehub", "plain TVM", "untuned", "torch eager", "torch.compile"]
-    head = (f"{'model':<9} {'tasks':>5} {'trials':>6} " + " ".join(f"{w + ' ms':>16}" for w in ways)
-            + f" {'eager/tunehub':>13} {'compile/tunehub':>15} {'tunehub tune s':>14} "
-            f"{'plain tune s':>12} {'fetch build s':>13} {'untuned build s':>15}")  # fmt: skip
+    ways = ["tunehub", "plain TVM", "untuned", "onnxruntime", "torch eager", "torch.compile"]
+    head = (f"{'model':<11} {'tasks':>5} {'trials':>6} "
+            + " ".join(f"{w + ' ms':>16}" for w in ways)
+            + f" {'ort/tunehub':>11} {'eager/tunehub':>13} {'compile/tunehub':>15} "
+            f"{'tunehub tune s':>14} {'plain tune s':>12} {'fetch build s':>13} "
+            f"{'untuned build s':>15}")  # fmt: skip
     print("\n" + head)
     for r in rows:
         cells = " ".join(f"{r.ms[w]:>16.3f}" if w in r.ms else f"{'-':>16}" for w in ways)
-        print(f"{r.model:<9} {r.tasks:>5} {r.trials:>6} {cells} {ratio(r, 'torch eager'):>13} "
+        print(f"{r.model:<11} {r.tasks:>5} {r.trials:>6} {cells} {ratio(r, 'onnxruntime'):>11} "
+              f"{ratio(r, 'torch eager'):>13} "
               f"{ratio(r, 'torch.compile'):>15} {r.wall['tunehub tune']:>14.0f} "
               f"{r.wall['plain tune']:>12.0f} {r.wall['fetch build']:>13.1f} "
               f"{r.wall['untuned build']:>15.1f}")  # fmt: skip
+    for r in rows:
+        print(f"\n{r.model}: tasks by share of the kernel time (calls x published latency)")
+        print(f"{'task':<40} {'calls':>5} {'trials':>6} {'latency us':>11} {'share':>6} "
+              f"{'roofline us':>11} {'of roofline':>11}")  # fmt: skip
+        for t in r.tasks_measured:
+            roof = f"{t.roofline_us:>11.1f}" if t.roofline_us is not None else f"{'-':>11}"
+            of = f"{100 * t.of_roofline:>10.0f}%" if t.of_roofline is not None else f"{'-':>11}"
+            print(f"{t.name[:40]:<40} {t.weight:>5} {t.trials:>6} {t.latency_us:>11.1f} "
+                  f"{100 * t.share:>5.1f}% {roof} {of}")  # fmt: skip
     for r in rows:
         errors = ", ".join(f"{w} {e:.1e}" for w, e in r.error.items())
         print(f"{r.model}: max |out - untuned TVM| / max |untuned TVM|: {errors}")
@@ -389,7 +454,7 @@ def print_table(rows: list[Row], threads: int) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--models", default="cnn,resnet18,bert")
+    parser.add_argument("--models", default="bert,resnet18,mobilenetv2")
     parser.add_argument("--trials-per-task", type=int, default=64)
     parser.add_argument("--budget-curve", default="8,16,32,64", help="'' to skip")
     parser.add_argument("--skip-torch", action="store_true")
