@@ -28,6 +28,7 @@ def build(
     params: dict[str, Any] | None = None,
     allow_neighbour: bool = False,
     tune_missing: bool = False,
+    fast_math: bool = True,
 ) -> Any:
     """The Relax executable of ``mod`` (its ``main``; ``params`` bound as constants first)
     for ``target`` (a `tvm.target.Target` or its JSON), with the schedules tunehub tuned for
@@ -35,11 +36,13 @@ def build(
     ``$TUNEHUB_TOKEN``): two requests whatever the model's size (the target's key, then one
     lookup of every task). ``allow_neighbour`` and ``tune_missing``: as `TunehubDatabase`'s
     (with ``tune_missing``, two more requests when tasks are missing: they are sent, then
-    looked up again)."""
+    looked up again). ``fast_math``: exp, erf, tanh and softmax as the vectorising polynomials
+    model jobs tune (`tuning.models.pipeline.tuning_pipeline`); false builds them exactly, and
+    the schedules tuned for those exact functions apply."""
     target = target if isinstance(target, tvm.target.Target) else tvm.target.Target(target)
     if params:
         mod = tvm.relax.transform.BindParams("main", params)(mod)
-    fused = tuning_pipeline(mod, target)
+    fused = tuning_pipeline(mod, target, fast_math)
     own = client is None
     client = client or TunehubClient(server)
     try:

@@ -47,9 +47,10 @@ def random_inputs(inputs: Sequence[ModelInput], seed: int = 0) -> list[Any]:
     return arrays
 
 
-def run_library(path: Path, arrays: Sequence[Any]) -> Run:
+def run_library(path: Path, arrays: Sequence[Any], timed: bool = True) -> Run:
     """Load the exported library at ``path`` into a fresh VM on the CPU, run ``main`` on
-    ``arrays`` once for its outputs, then time it (median of repeats, one call each)."""
+    ``arrays`` once for its outputs, then time it (median of repeats, one call each; with
+    ``timed`` false, not: ``median_ms`` is NaN)."""
     import numpy as np
     import tvm
     from tvm import relax
@@ -60,6 +61,8 @@ def run_library(path: Path, arrays: Sequence[Any]) -> Run:
     first = vm["main"](*args)
     results = [first] if isinstance(first, tvm.runtime.Tensor) else list(first)
     outputs = [np.asarray(r.numpy()) for r in results]
+    if not timed:
+        return Run(outputs, float("nan"))
     once = vm.time_evaluator("main", device, number=1, repeat=1)(*args).mean
     repeats = int(min(MAX_REPEATS, max(3, TIME_BUDGET_S / max(once, 1e-6))))
     timer = vm.time_evaluator("main", device, number=1, repeat=repeats)

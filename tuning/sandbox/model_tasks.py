@@ -29,7 +29,13 @@ def _refused(field: str, message: str) -> Refused:
     return Refused(f"{field}: {message}")
 
 
-def _model(format: str, source: str, inputs: Any, target: Any) -> tuple[Any, Any, list[Any]]:  # noqa: A002
+def _model(
+    format: str,  # noqa: A002
+    source: str,
+    inputs: Any,
+    target: Any,
+    fast_math: bool = True,
+) -> tuple[Any, Any, list[Any]]:
     """(fused module, target, inputs) of a request, or `Refused` naming the field."""
     import tvm
 
@@ -58,7 +64,7 @@ def _model(format: str, source: str, inputs: Any, target: Any) -> tuple[Any, Any
     except ModelRefused as err:
         raise _refused(err.field, str(err)) from None
     try:
-        fused = tuning_pipeline(mod, target)
+        fused = tuning_pipeline(mod, target, fast_math)
     except Exception as err:  # noqa: BLE001 - a shape error, an operator TVM cannot lower …
         lines = [line for line in str(err).splitlines() if line.strip()]
         raise _refused("source", f"TVM cannot lower this model: {type(err).__name__}: "
@@ -180,11 +186,14 @@ def model_compile(
     records: Any,
 ) -> dict[str, Any]:
     """Build the model untuned and with ``records`` applied, check both agree on the same
-    seeded inputs, time both, and write the tuned library to ``/out/model.so``."""
+    seeded inputs, and agree with the model built with exact math (the tasks are tuned with
+    fast math: `tuning.models.pipeline.tuning_pipeline`), time both, and write the tuned
+    library to ``/out/model.so``."""
     from tuning.models.pipeline import compile_with, database_of, extract
     from tuning.models.run import OutputsDiffer, max_abs_error, random_inputs, run_library
     from tuning.publish.library_check import export_library
 
+    exact, _, _ = _model(format, source, inputs, target, fast_math=False)
     fused, target, given = _model(format, source, inputs, target)
     if str(target.kind.name) != "llvm":
         raise _refused("target", "models are compiled (and checked) on CPU targets only")
@@ -201,6 +210,12 @@ def model_compile(
         error = max_abs_error(built["untuned"].outputs, built["tuned"].outputs)
     except OutputsDiffer as err:
         raise Refused(f"the tuned model is wrong: {err}") from None
+    path = BUILD_DIR / "exact.so"
+    export_library(compile_with(exact, target, database_of([], [], target)), path)
+    try:
+        max_abs_error(run_library(path, arrays, timed=False).outputs, built["tuned"].outputs)
+    except OutputsDiffer as err:
+        raise Refused(f"fast math moved the model's output beyond tolerance: {err}") from None
     with open(BUILD_DIR / "tuned.so", "rb") as src, open(OUT_DIR / OUTPUT_FILE, "wb") as dst:
         shutil.copyfileobj(src, dst)
     return {
