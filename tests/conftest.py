@@ -14,6 +14,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import create_engine, text
@@ -123,6 +124,23 @@ class ServerThread:
 
 
 TINY = {"M": 32, "N": 32, "K": 32}
+
+
+def host_store(folder: Path) -> tuple[Any, Any, Any]:
+    """A fresh SQLite store in ``folder`` with this machine's host target recorded: (engine,
+    store, target row). The caller disposes of the engine."""
+    from schedules_db import Store, make_engine, upgrade_schema
+    from tuning.hardware.host import host_fingerprint
+    from tuning.hardware.targets import resolve_target
+
+    engine = make_engine(f"sqlite:///{folder / 'store.db'}")
+    upgrade_schema(engine)
+    store = Store(engine)
+    target = resolve_target("host")
+    row = store.catalog.get_or_create_target(
+        target.canonical, target.kind, target.label, host_fingerprint()
+    )
+    return engine, store, row
 
 
 @pytest.fixture(scope="session")

@@ -15,13 +15,13 @@ from typing import Any
 import pytest
 from sqlalchemy import update
 
-from schedules_db import Store, make_engine, upgrade_schema
+from schedules_db import Store
 from schedules_db.models import ScheduleRow
 from schedules_db.values import NewRecord
 from service.worker.runner import WorkerContext, run_job
+from tests.conftest import host_store
 from tests.security.payloads import probe_module, probe_trace
 from tests.service.test_auth import Deployment
-from tuning.hardware.host import host_fingerprint
 from tuning.hardware.targets import resolve_target
 from tuning.publish.interchange import encode_record_line, encode_workload_line
 from tuning.search.traces import plain_json, trace_to_text
@@ -129,13 +129,7 @@ def test_an_import_needs_submit_code_and_the_workloads_owner(deployment: Deploym
 def worker(tmp_path: Path) -> Any:
     """A store with the host target and a worker context over it (the job runner, in this
     process: the process that must never run a candidate's code)."""
-    engine = make_engine(f"sqlite:///{tmp_path / 'store.db'}")
-    upgrade_schema(engine)
-    store = Store(engine)
-    target = resolve_target("host")
-    row = store.catalog.get_or_create_target(
-        target.canonical, target.kind, target.label, host_fingerprint()
-    )
+    engine, store, row = host_store(tmp_path)
     context = WorkerContext(store=store, artifact_dir=tmp_path / "artifacts",
                             worker_name="pytest-security", stale_after=timedelta(seconds=60),
                             num_trials_per_iter=4, target_ids=(row.id,))  # fmt: skip

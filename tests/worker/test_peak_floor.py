@@ -8,24 +8,15 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
-from schedules_db import Store, make_engine, upgrade_schema
 from service.dashboard.formatting import share_of_peak
 from service.worker.runner import WorkerContext, run_job
-from tests.conftest import TINY
+from tests.conftest import TINY, host_store
 from tuning.catalog import get_operator
 from tuning.catalog.workload import catalog_workload
-from tuning.hardware.host import host_fingerprint
-from tuning.hardware.targets import resolve_target
 
 
 def test_a_kernel_above_the_measured_peak_raises_it(tmp_path: Path) -> None:
-    engine = make_engine(f"sqlite:///{tmp_path / 'store.db'}")
-    upgrade_schema(engine)
-    store = Store(engine)
-    target = resolve_target("host")
-    row = store.catalog.get_or_create_target(
-        target.canonical, target.kind, target.label, host_fingerprint()
-    )
+    engine, store, row = host_store(tmp_path)
     store.catalog.set_peak(row.id, 0.001)  # far below anything a kernel reaches
     spec = catalog_workload("matmul", get_operator("matmul").Params(**TINY))
     workload = store.catalog.get_or_create_workload(

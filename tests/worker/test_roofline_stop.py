@@ -10,24 +10,16 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from schedules_db import Store, make_engine, upgrade_schema
+from schedules_db import Store
 from service.worker.runner import WorkerContext, run_job
-from tests.conftest import TINY
+from tests.conftest import TINY, host_store
 from tuning.catalog import get_operator
 from tuning.catalog.workload import catalog_workload
-from tuning.hardware.host import host_fingerprint
-from tuning.hardware.targets import resolve_target
 from tuning.ir import bytes_moved
 
 
 def _setup(tmp_path: Path, figures: bool) -> tuple[Store, WorkerContext, int, int, Any]:
-    engine = make_engine(f"sqlite:///{tmp_path / 'store.db'}")
-    upgrade_schema(engine)
-    store = Store(engine)
-    target = resolve_target("host")
-    row = store.catalog.get_or_create_target(
-        target.canonical, target.kind, target.label, host_fingerprint()
-    )
+    engine, store, row = host_store(tmp_path)
     if figures:  # a roofline far above what any kernel takes: every kernel is at it
         store.catalog.set_peak(row.id, 1e-6)
         store.catalog.set_bandwidth(row.id, 1e-6, 1e-6, 1 << 20)
