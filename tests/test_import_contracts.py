@@ -23,11 +23,13 @@ STDLIB = frozenset(sys.stdlib_module_names)
 # A build hashes its tasks after the very pipeline model jobs extract them with: the light
 # client imports that one module of `tuning` (TVM only), never a copy of it.
 PIPELINE = "tuning.models.pipeline"
+FAST_MATH = "tuning.models.fast_math"  # the pipeline's rewrite of exp, erf, tanh, GELU: TVM only
 # What a process checks before it loads a library or replays a trace (the worker and a build
 # alike): standard library only, so the light client runs the same checks.
 CHECKS = ("tuning.publish.library_check", "tuning.search.trace_gate")
 LIGHT = (
-    "httpx", "tvm", "tvm_ffi", "schedule_reads", "service.client", PIPELINE, "tuning.ir", *CHECKS
+    "httpx", "tvm", "tvm_ffi", "schedule_reads", "service.client", PIPELINE, FAST_MATH,
+    "tuning.ir", *CHECKS
 )  # fmt: skip
 # The command-line entry modules start either side of the service; at module level they stay
 # light (`tunehub --help` and the client commands import no server), heavy imports go in handlers.
@@ -97,7 +99,12 @@ RULES = (
             "alembic",
         ),
     ),
-    Rule(PIPELINE, "the shared model pipeline: TVM only", only=("tvm", "tvm_ffi", "tuning.ir")),
+    Rule(
+        PIPELINE,
+        "the shared model pipeline: TVM only",
+        only=("tvm", "tvm_ffi", "tuning.ir", FAST_MATH),
+    ),
+    Rule(FAST_MATH, "the pipeline's fast math: TVM only", only=("tvm",)),
     Rule(
         "tuning.ir", "IR helpers: TVM only (the light client imports them)", only=("tvm", "tvm_ffi")
     ),
