@@ -59,7 +59,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +72,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from cnn import small_cnn  # noqa: E402
 from kernel_quality import free_port, settle, time_callable  # noqa: E402
+from model_report import Row, print_table, task_rows  # noqa: E402
 from model_torch import compiled_latency, torch_callable  # noqa: E402
 from model_zoo import MODELS  # noqa: E402
 
@@ -87,33 +87,6 @@ AT_SIZE: dict[str, Callable[[int], Any]] = {
 }
 BUILD_TIMEOUT_S = 180  # plain MetaSchedule's LocalBuilder (stock: 30 s)
 TOLERANCE = 1e-3  # max |out - untuned TVM's| over max |untuned TVM's|
-
-
-@dataclass
-class Row:
-    """What one model measured: latency (ms) per way, walls (s), max error per way."""
-
-    model: str
-    tasks: int
-    trials: int
-    ms: dict[str, float] = field(default_factory=dict)
-    wall: dict[str, float] = field(default_factory=dict)
-    error: dict[str, float] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
-    tasks_measured: list[TaskRow] = field(default_factory=list)
-
-
-@dataclass
-class TaskRow:
-    """One task of a tuned model (`task_rows`)."""
-
-    name: str
-    weight: int
-    trials: int
-    latency_us: float
-    roofline_us: float | None
-    of_roofline: float | None
-    share: float = 0.0
 
 
 # -- servers ---------------------------------------------------------------------------------
@@ -176,24 +149,6 @@ def tune_with_tunehub(client: TunehubClient, model: Any, shape: list[int], trial
           f"{done['result']['tasks_applied']} tasks tuned, {failed} task jobs failed",
           flush=True)  # fmt: skip
     return wall, done
-
-
-def task_rows(client: TunehubClient, model: dict[str, Any]) -> list[TaskRow]:
-    """Each task of a tuned model: calls, trials, its published latency, its share of the
-    model's kernel time (calls x latency over the sum) and of its roofline; largest share
-    first."""
-    rows = []
-    for task in model["tasks"]:
-        schedule_id = task["job"]["schedule_id"]
-        if schedule_id is None:
-            continue
-        schedule = client.schedule(schedule_id)
-        rows.append(TaskRow(task["name"], task["weight"], task["trials"], schedule["latency_us"],
-                            schedule["roofline_us"], schedule["of_roofline"]))  # fmt: skip
-    total = sum(r.weight * r.latency_us for r in rows) or 1.0
-    for r in rows:
-        r.share = r.weight * r.latency_us / total
-    return sorted(rows, key=lambda r: r.share, reverse=True)
 
 
 # -- the ways --------------------------------------------------------------------------------
@@ -408,48 +363,6 @@ def neighbour_answers(
         f"  latency with neighbour answers {latency['neighbours']:.2f} ms vs untuned "
         f"{latency['untuned']:.2f} ms ({latency['untuned'] / latency['neighbours']:.1f}x)",
     ]
-
-
-# -- report ----------------------------------------------------------------------------------
-
-
-def ratio(row: Row, way: str) -> str:
-    """``way``'s latency over tunehub's (> 1: tunehub is faster)."""
-    return f"{row.ms[way] / row.ms['tunehub']:.2f}x" if way in row.ms else "-"
-
-
-def print_table(rows: list[Row], threads: int) -> None:
-    ways = ["tunehub", "plain TVM", "untuned", "onnxruntime", "torch eager", "torch.compile"]
-    head = (f"{'model':<11} {'tasks':>5} {'trials':>6} "
-            + " ".join(f"{w + ' ms':>16}" for w in ways)
-            + f" {'ort/tunehub':>11} {'eager/tunehub':>13} {'compile/tunehub':>15} "
-            f"{'tunehub tune s':>14} {'plain tune s':>12} {'fetch build s':>13} "
-            f"{'untuned build s':>15}")  # fmt: skip
-    print("\n" + head)
-    for r in rows:
-        cells = " ".join(f"{r.ms[w]:>16.3f}" if w in r.ms else f"{'-':>16}" for w in ways)
-        print(f"{r.model:<11} {r.tasks:>5} {r.trials:>6} {cells} {ratio(r, 'onnxruntime'):>11} "
-              f"{ratio(r, 'torch eager'):>13} "
-              f"{ratio(r, 'torch.compile'):>15} {r.wall['tunehub tune']:>14.0f} "
-              f"{r.wall['plain tune']:>12.0f} {r.wall['fetch build']:>13.1f} "
-              f"{r.wall['untuned build']:>15.1f}")  # fmt: skip
-    for r in rows:
-        print(f"\n{r.model}: tasks by share of the kernel time (calls x published latency)")
-        print(f"{'task':<40} {'calls':>5} {'trials':>6} {'latency us':>11} {'share':>6} "
-              f"{'roofline us':>11} {'of roofline':>11}")  # fmt: skip
-        for t in r.tasks_measured:
-            roof = f"{t.roofline_us:>11.1f}" if t.roofline_us is not None else f"{'-':>11}"
-            of = f"{100 * t.of_roofline:>10.0f}%" if t.of_roofline is not None else f"{'-':>11}"
-            print(f"{t.name[:40]:<40} {t.weight:>5} {t.trials:>6} {t.latency_us:>11.1f} "
-                  f"{100 * t.share:>5.1f}% {roof} {of}")  # fmt: skip
-    for r in rows:
-        errors = ", ".join(f"{w} {e:.1e}" for w, e in r.error.items())
-        print(f"{r.model}: max |out - untuned TVM| / max |untuned TVM|: {errors}")
-        for note in r.notes:
-            print(f"{r.model}: {note}")
-    print(f"each ms: median of rounds, each the median of samples of >= 0.1 s, every way on "
-          f"{threads} threads; x/tunehub > 1: tunehub is faster; 1-min load average "
-          f"{os.getloadavg()[0]:.2f} at the end")  # fmt: skip
 
 
 def main() -> int:

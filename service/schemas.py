@@ -10,6 +10,7 @@ agree).
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from datetime import datetime, timezone
 from typing import Annotated, Any, Literal, overload
 
@@ -34,7 +35,7 @@ from schedules_db.values import (
     Target,
     WorkloadInfo,
 )
-from tuning.hardware.roofline import Bandwidth, roofline_seconds, share_of_roofline
+from tuning.hardware.roofline import Bandwidth, roofline_us, share_of_roofline
 from tuning.sandbox.user_tasks import MAX_TASK_JSON_BYTES, MAX_UPLOADED_TASKS
 from tuning.sandbox.user_tir import MAX_SOURCE_BYTES
 
@@ -259,28 +260,8 @@ def target_json(target: Target) -> dict[str, Any]:
         "canonical": json.loads(target.canonical_json),
         "fingerprint": target.fingerprint,
         "peak_gflops": target.peak_gflops,
-        "bandwidth": None if bandwidth_of(target) is None else {
-            "cache_gbps": target.cache_gbps,
-            "memory_gbps": target.memory_gbps,
-            "cache_bytes": target.cache_bytes,
-        },
-    }  # fmt: skip
-
-
-def bandwidth_of(target: Target) -> Bandwidth | None:
-    """The bandwidth a worker of ``target`` measured, or None."""
-    if target.cache_gbps and target.memory_gbps and target.cache_bytes:
-        return Bandwidth(target.cache_gbps, target.memory_gbps, target.cache_bytes)
-    return None
-
-
-def roofline_us(workload: WorkloadInfo, target: Target) -> float | None:
-    """The least time a kernel of ``workload`` can take on ``target`` (`tuning.hardware.
-    roofline`), or None when the target's figures are not measured."""
-    secs = roofline_seconds(
-        workload.flop, workload.bytes_moved, target.peak_gflops, bandwidth_of(target)
-    )
-    return None if secs is None else secs * 1e6
+        "bandwidth": None if (bandwidth := Bandwidth.of(target)) is None else asdict(bandwidth),
+    }
 
 
 def workload_json(workload: WorkloadInfo) -> dict[str, Any]:
@@ -347,7 +328,7 @@ def schedule_json(
         "latency_spread": schedule.latency_spread,
         "untuned_latency_us": schedule.untuned_latency_us,
         "gflops": gflops(workload.flop, schedule.latency_us),
-        "roofline_us": (roof := roofline_us(workload, target)),
+        "roofline_us": (roof := roofline_us(workload.flop, workload.bytes_moved, target)),
         "of_roofline": share_of_roofline(schedule.latency_us * 1e-6, roof and roof * 1e-6),
         "speedup_vs_untuned": schedule.untuned_latency_us / schedule.latency_us,
         "trials": schedule.trials,

@@ -17,7 +17,7 @@ from schedules_db.store import Store
 from schedules_db.values import USER, Job, NewSchedule, Target, Workload
 from tuning.catalog import get_operator
 from tuning.catalog.workload import catalog_workload
-from tuning.hardware.roofline import Bandwidth, roofline_seconds
+from tuning.hardware.roofline import roofline_us
 from tuning.ir import bytes_moved, load_mod
 from tuning.sandbox.tir_checks import check_user_function
 from tuning.sandbox.user_tir import check_stored
@@ -42,12 +42,7 @@ class JobInputs:
     def roofline_us(self) -> float | None:
         """The least time any kernel of the workload can take on the target, from the figures
         its workers measured (`tuning.hardware.roofline`); None before any was measured."""
-        target = self.target
-        bandwidth = None
-        if target.cache_gbps and target.memory_gbps and target.cache_bytes:
-            bandwidth = Bandwidth(target.cache_gbps, target.memory_gbps, target.cache_bytes)
-        secs = roofline_seconds(self.workload.flop, self.bytes_moved, target.peak_gflops, bandwidth)
-        return None if secs is None else secs * 1e6
+        return roofline_us(self.workload.flop, self.bytes_moved, self.target)
 
 
 def load_inputs(store: Store, job_id: int) -> JobInputs:

@@ -17,7 +17,7 @@ import logging
 
 from schedules_db.store import Store
 from schedules_db.values import JobState, ModelJob
-from tuning.hardware.roofline import AT_ROOFLINE, Bandwidth, roofline_seconds
+from tuning.hardware.roofline import at_roofline, roofline_us
 
 log = logging.getLogger("tunehub.worker")
 
@@ -54,9 +54,6 @@ def task_gaps(store: Store, model: ModelJob) -> dict[int, float]:
     model's tasks whose job succeeded (0 at `AT_ROOFLINE`)."""
     target = store.catalog.get_target(model.target_id)
     assert target is not None, "a model's target is never deleted"
-    bandwidth = None
-    if target.cache_gbps and target.memory_gbps and target.cache_bytes:
-        bandwidth = Bandwidth(target.cache_gbps, target.memory_gbps, target.cache_bytes)
     gaps = {}
     for progress in store.models.tasks(model.id):
         task, job = progress.task, progress.job
@@ -64,10 +61,11 @@ def task_gaps(store: Store, model: ModelJob) -> dict[int, float]:
         workload = store.catalog.get_workload(task.workload_id)
         if job.state != JobState.SUCCEEDED.value or best is None or workload is None:
             continue
-        roof = roofline_seconds(workload.flop, workload.bytes_moved, target.peak_gflops, bandwidth)
-        roof_us = 0.0 if roof is None else roof * 1e6
-        at_roofline = roof is not None and best.latency_us * AT_ROOFLINE <= roof_us
-        gaps[task.id] = 0.0 if at_roofline else task.weight * max(0.0, best.latency_us - roof_us)
+        roof = roofline_us(workload.flop, workload.bytes_moved, target)
+        if at_roofline(best.latency_us, roof):
+            gaps[task.id] = 0.0
+        else:
+            gaps[task.id] = task.weight * max(0.0, best.latency_us - (roof or 0.0))
     return gaps
 
 

@@ -31,7 +31,7 @@ from tuning.catalog import get_operator
 from tuning.hardware.devices import Measurer
 from tuning.hardware.host import physical_cores
 from tuning.hardware.intrinsics import load_tensor_intrinsics
-from tuning.hardware.roofline import AT_ROOFLINE
+from tuning.hardware.roofline import AT_ROOFLINE, at_roofline
 from tuning.ir import layout_free_operands, structural_hash
 from tuning.search.cost_model import refresh
 from tuning.search.loop import BatchReport, SearchCancelled, run_search
@@ -68,7 +68,7 @@ def search(
     if job.trials <= already:
         return  # the budget is stored already: verification only
     current = store.schedules.best(workload.id, target_row.id)
-    if current is not None and _at_roofline(inputs, current.latency_us):
+    if current is not None and at_roofline(current.latency_us, inputs.roofline_us):
         log.info("job %s: the published best is at the roofline (%.1f us): nothing to search",
                  job.id, inputs.roofline_us)  # fmt: skip
         return
@@ -135,17 +135,10 @@ def _on_batch(
             "job %s: %d/%d trials, best %.1f us", job.id, done, job.trials, best or float("nan")
         )
         # This search's own measurement: a stored record may be an import's claim.
-        if _at_roofline(inputs, report.best_us):
+        if at_roofline(report.best_us, inputs.roofline_us):
             raise AtRoofline()
 
     return on_batch
-
-
-def _at_roofline(inputs: JobInputs, best_us: float | None) -> bool:
-    """Whether a kernel of ``best_us`` (measured here, or verified and published) is at
-    `AT_ROOFLINE` of the workload's roofline on the target (False while none is known)."""
-    roofline = inputs.roofline_us
-    return roofline is not None and best_us is not None and best_us * AT_ROOFLINE <= roofline
 
 
 def _neighbour_seeds(

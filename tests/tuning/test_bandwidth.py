@@ -5,36 +5,18 @@ kernel's compute time and its memory time."""
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.tuning.fresh_process import measured_in_fresh_process
 from tuning.hardware.host import physical_cores
 from tuning.hardware.roofline import Bandwidth, roofline_seconds, share_of_roofline
 from tuning.hardware.targets import resolve_target
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE = ROOT / "tests" / "data" / "stream_bw.c"
-
-
-def _tvm_bandwidth(canonical: dict, threads: int) -> dict:
-    """`target_bandwidth` in a fresh process whose TVM pool has ``threads`` threads."""
-    code = (
-        "import dataclasses, json, sys\n"
-        "from tuning.hardware.bandwidth import target_bandwidth\n"
-        "print(json.dumps(dataclasses.asdict(target_bandwidth(json.loads(sys.argv[1])))))\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", code, json.dumps(canonical)], capture_output=True, text=True,
-        timeout=300, cwd=ROOT,
-        env={**os.environ, "TVM_NUM_THREADS": str(threads), "PYTHONPATH": str(ROOT)},
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
-    return json.loads(done.stdout.splitlines()[-1])
 
 
 def test_the_measured_bandwidth_agrees_with_an_independent_stream_loop(tmp_path: Path) -> None:
@@ -48,7 +30,11 @@ def test_the_measured_bandwidth_agrees_with_an_independent_stream_loop(tmp_path:
     canonical = {**resolve_target("host").canonical, "num-cores": threads}
     tvm_runs, c_cache, c_memory = [], [], []
     for _ in range(2):  # interleaved: a slow moment of the machine hits both
-        tvm_runs.append(_tvm_bandwidth(canonical, threads))
+        tvm_runs.append(
+            measured_in_fresh_process(
+                "tuning.hardware.bandwidth:target_bandwidth", canonical, threads
+            )
+        )
         cache_slice = tvm_runs[-1]["cache_bytes"] // (2 * threads)
         for runs, slice_bytes, reps in ((c_cache, cache_slice, 400), (c_memory, 64 << 20, 2)):
             out = subprocess.run([str(binary), str(threads), str(slice_bytes), str(reps)],

@@ -7,13 +7,12 @@ showed as 104% and 139% of "peak"."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.tuning.fresh_process import measured_in_fresh_process
 from tuning.hardware.host import physical_cores
 from tuning.hardware.targets import resolve_target
 
@@ -26,25 +25,6 @@ def _cpu_flags() -> set[str]:
     with open("/proc/cpuinfo") as info:
         line = next(line for line in info if line.startswith("flags"))
     return set(line.split(":", 1)[1].split())
-
-
-def _tvm_peak(canonical: dict, threads: int) -> float:
-    """`target_peak_gflops` in a fresh process whose TVM pool has ``threads`` threads (as a
-    worker pins it before it measures)."""
-    code = (
-        "import json, sys\n"
-        "from tuning.hardware.peak import target_peak_gflops\n"
-        "print(target_peak_gflops(json.loads(sys.argv[1])))\n"
-    )
-    import json
-
-    done = subprocess.run(
-        [sys.executable, "-c", code, json.dumps(canonical)], capture_output=True, text=True,
-        timeout=300, cwd=ROOT,
-        env={**os.environ, "TVM_NUM_THREADS": str(threads), "PYTHONPATH": str(ROOT)},
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
-    return float(done.stdout.split()[-1])
 
 
 @pytest.mark.parametrize("isa", ["avx512", "avx2"])
@@ -68,6 +48,12 @@ def test_the_measured_peak_agrees_with_an_independent_fma_loop(isa: str, tmp_pat
     for _ in range(2):  # interleaved: a slow moment of the machine hits both
         c_runs.append(float(subprocess.run([str(binary), str(threads)], capture_output=True,
                                            text=True, check=True).stdout))  # fmt: skip
-        tvm_runs.append(_tvm_peak(canonical, threads))
+        tvm_runs.append(
+            float(
+                measured_in_fresh_process(
+                    "tuning.hardware.peak:target_peak_gflops", canonical, threads
+                )
+            )
+        )
     c_peak, tvm_peak = max(c_runs), max(tvm_runs)
     assert 0.9 * c_peak <= tvm_peak <= 1.1 * c_peak, (isa, c_runs, tvm_runs)

@@ -7,6 +7,7 @@ it beside each schedule, the worker stops a search that reached it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 AT_ROOFLINE = 0.85
 """A kernel at this share of its roofline or more is at the roofline: its search stops early
@@ -26,6 +27,26 @@ class Bandwidth:
         """The bandwidth a task moving ``nbytes`` can reach: the cache's while they fit."""
         return self.cache_gbps if nbytes <= self.cache_bytes else self.memory_gbps
 
+    @classmethod
+    def of(cls, target: MeasuredTarget) -> Bandwidth | None:
+        """The bandwidth a worker of ``target`` measured, or None while none did."""
+        if target.cache_gbps and target.memory_gbps and target.cache_bytes:
+            return cls(target.cache_gbps, target.memory_gbps, target.cache_bytes)
+        return None
+
+
+class MeasuredTarget(Protocol):
+    """What a target's workers measured (the store's target rows have these fields)."""
+
+    @property
+    def peak_gflops(self) -> float | None: ...
+    @property
+    def cache_gbps(self) -> float | None: ...
+    @property
+    def memory_gbps(self) -> float | None: ...
+    @property
+    def cache_bytes(self) -> int | None: ...
+
 
 def roofline_seconds(
     flop: float, nbytes: float | None, peak_gflops: float | None, bandwidth: Bandwidth | None
@@ -39,6 +60,18 @@ def roofline_seconds(
     if bandwidth is not None and nbytes:
         times.append(nbytes / (bandwidth.for_bytes(nbytes) * 1e9))
     return max(times) if times else None
+
+
+def roofline_us(flop: float, nbytes: float | None, target: MeasuredTarget) -> float | None:
+    """`roofline_seconds` in microseconds, from the figures ``target``'s workers measured."""
+    secs = roofline_seconds(flop, nbytes, target.peak_gflops, Bandwidth.of(target))
+    return None if secs is None else secs * 1e6
+
+
+def at_roofline(latency_us: float | None, roofline: float | None) -> bool:
+    """Whether a kernel of ``latency_us`` is at the roofline (`AT_ROOFLINE` of it or closer;
+    False while either is unknown)."""
+    return latency_us is not None and roofline is not None and latency_us * AT_ROOFLINE <= roofline
 
 
 def share_of_roofline(latency_s: float, roofline_s: float | None) -> float | None:

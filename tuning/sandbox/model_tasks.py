@@ -29,19 +29,12 @@ def _refused(field: str, message: str) -> Refused:
     return Refused(f"{field}: {message}")
 
 
-def _model(
-    format: str,  # noqa: A002
-    source: str,
-    inputs: Any,
-    target: Any,
-    fast_math: bool = True,
-) -> tuple[Any, Any, list[Any]]:
-    """(fused module, target, inputs) of a request, or `Refused` naming the field."""
+def _imported(format: str, source: str, inputs: Any, target: Any) -> tuple[Any, Any, list[Any]]:  # noqa: A002
+    """(Relax module, target, inputs) of a request, or `Refused` naming the field."""
     import tvm
 
     from tuning.models.frontends import ModelRefused, relax_module
     from tuning.models.inputs import InvalidInputs, inputs_from_json
-    from tuning.models.pipeline import tuning_pipeline
 
     try:
         given = inputs_from_json(inputs)
@@ -63,13 +56,25 @@ def _model(
         mod = relax_module(format, data, given)
     except ModelRefused as err:
         raise _refused(err.field, str(err)) from None
+    return mod, target, given
+
+
+def _fused(mod: Any, target: Any, fast_math: bool = True) -> Any:
+    """The imported ``mod`` through the tuning pipeline, or `Refused` naming the source."""
+    from tuning.models.pipeline import tuning_pipeline
+
     try:
-        fused = tuning_pipeline(mod, target, fast_math)
+        return tuning_pipeline(mod, target, fast_math)
     except Exception as err:  # noqa: BLE001 - a shape error, an operator TVM cannot lower …
         lines = [line for line in str(err).splitlines() if line.strip()]
         raise _refused("source", f"TVM cannot lower this model: {type(err).__name__}: "
                        f"{lines[-1] if lines else ''}"[:500]) from None  # fmt: skip
-    return fused, target, given
+
+
+def _model(format: str, source: str, inputs: Any, target: Any) -> tuple[Any, Any, list[Any]]:  # noqa: A002
+    """(fused module, target, inputs) of a request, or `Refused` naming the field."""
+    mod, target, given = _imported(format, source, inputs, target)
+    return _fused(mod, target), target, given
 
 
 def _outputs(fused: Any) -> list[dict[str, Any]]:
@@ -193,8 +198,8 @@ def model_compile(
     from tuning.models.run import OutputsDiffer, max_abs_error, random_inputs, run_library
     from tuning.publish.library_check import export_library
 
-    exact, _, _ = _model(format, source, inputs, target, fast_math=False)
-    fused, target, given = _model(format, source, inputs, target)
+    mod, target, given = _imported(format, source, inputs, target)
+    fused, exact = _fused(mod, target), _fused(mod, target, fast_math=False)
     if str(target.kind.name) != "llvm":
         raise _refused("target", "models are compiled (and checked) on CPU targets only")
     tasks = extract(fused, target)
