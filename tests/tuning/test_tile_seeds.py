@@ -111,8 +111,8 @@ def _scheduled(mod, trace):  # noqa: ANN001, ANN202
     return sch.mod
 
 
-def test_a_packed_job_measures_its_register_tile_seeds_first(tmp_path) -> None:
-    """A packed job's first batch is its register-tile seeds (stored, counted, measured), and
+def test_a_packed_job_measures_its_seeds_first(tmp_path) -> None:
+    """A packed job's first batch is its seeds (stored, counted, measured), and
     a later job of the workload would not measure them again."""
     from schedules_db import Store, make_engine, upgrade_schema
     from service.worker.runner import WorkerContext, run_job
@@ -120,12 +120,14 @@ def test_a_packed_job_measures_its_register_tile_seeds_first(tmp_path) -> None:
     from tests.tuning.store_rows import host_and_workload
     from tuning.publish.verify import apply_trace
     from tuning.search.loop import first_batch
+    from tuning.search.tile_seeds import micro_kernel_seeds
 
     engine = make_engine(f"sqlite:///{tmp_path / 'store.db'}")
     upgrade_schema(engine)
     store = Store(engine)
     op, spec, target, mod, context = _packed_context("matmul", {"M": 64, "N": 32, "K": 64})
-    seeds = register_tile_seeds(context, cores=2)
+    # The micro-kernels' seeds, then the multi-level tiling's (tuning.search.loop.first_batch).
+    seeds = micro_kernel_seeds(context) + register_tile_seeds(context, cores=2)
     target_id, workload_id = host_and_workload(store, spec)
     worker = WorkerContext(store, tmp_path / "artifacts", "pytest", num_trials_per_iter=4, seed=3)
     job = store.jobs.create(workload_id, target_id, 4, "tunehub.test", space=PACKED)

@@ -82,12 +82,16 @@ def _pack_function(block: Any, shape: list[int], dtype: str, name: str) -> Any:
     """A PrimFunc (weight) -> packed weight, doing what the preproc block does."""
     from tvm import te
     from tvm.s_tir.schedule import Schedule
-    from tvm.tirx import IndexMap
+    from tvm.tirx import IndexMap, IntImm
 
     store = block.body
     index_map = IndexMap([iv.var for iv in block.iter_vars], list(store.indices), None)
-    weight = te.placeholder(shape, dtype, name=name)
-    packed = te.compute(shape, lambda *i: weight(*i), name="packed")
+    # The pack's loops index like the block does (a Relax model's tasks index with int64):
+    # an index map over int64 variables does not parse over int32 loops.
+    index_dtype = str(block.iter_vars[0].dom.extent.ty) if block.iter_vars else "int32"
+    extents = [IntImm(index_dtype, extent) for extent in shape]
+    weight = te.placeholder(extents, dtype, name=name)
+    packed = te.compute(extents, lambda *i: weight(*i), name="packed")
     sch = Schedule(te.create_prim_func([weight, packed]))
     sch.transform_layout(sch.get_sblock("packed"), ("write", 0), index_map)
     return sch.mod["main"]
@@ -98,8 +102,9 @@ def split_packed(scheduled: Any, drop_in: bool = True) -> SplitModule:
 
     A module without layout-rewrite blocks (the plain space, or a schedule that packed
     nothing) comes back unchanged with ``packed=[]``, and so does one whose packing TVM cannot
-    express as a function of its own (`TransformLayout` cannot invert some rewrites of model
-    tasks' fused weights): its ``main`` packs inside every call, correct and timed as such.
+    express as a function of its own (`TransformLayout` refuses the inverse): its ``main``
+    packs inside every call, correct and timed as such. Pack functions index as the schedule's
+    blocks do (int64 for Relax models' tasks).
     ``drop_in=False`` leaves the drop-in ``main`` out (what is timed does not need it; the
     published library has it).
     """
@@ -124,7 +129,7 @@ def split_packed(scheduled: Any, drop_in: bool = True) -> SplitModule:
         name = f"pack_{index}"
         try:
             pack = _pack_function(block, shape, str(source.dtype), source.name)
-        except RuntimeError:  # TVM cannot invert this layout (a model task's fused bias, say)
+        except RuntimeError:  # TVM cannot express this layout's pack
             return SplitModule(mod=scheduled, packed=[])
         functions[name] = pack.with_attr("global_symbol", name)
         packed.append(

@@ -153,10 +153,11 @@ def run_search(
     space's module (`tuning.search.spaces.space_module`). ``measure_first``: traces (postprocessed,
     for ``mod``), of which the first batch's worth is measured before the evolutionary search
     (a warm start's seeds: MetaSchedule only measures database candidates its cost model ranks
-    first); in the packed space, register-tile seeds (`tuning.search.tile_seeds`) fill the rest of
-    that batch. Seeds count against ``trials``, are stored, and train the cost model like any
-    batch. ``stored``: what the storage already holds (usually ``database`` itself, the worker's
-    adapter): no candidate it reports stored, seed or mutant, is measured again.
+    first); in the packed space, micro-kernel seeds (`tuning.search.micro_kernels`) and
+    register-tile seeds (`tuning.search.tile_seeds`) fill the rest of that batch. Seeds count
+    against ``trials``, are stored, and train the cost model like any batch. ``stored``: what
+    the storage already holds (usually ``database`` itself, the worker's adapter): no candidate
+    it reports stored, seed or mutant, is measured again.
     """
     from tvm.s_tir.meta_schedule import TuneContext
     from tvm.s_tir.meta_schedule.cost_model import XGBModel
@@ -242,21 +243,23 @@ def first_batch(
     size: int,
 ) -> list[Any]:
     """What the search measures before its evolutionary rounds, at most ``size`` traces: the
-    ``given`` ones (a warm start's seeds), then, in the packed space, its register-tile seeds
-    (`tuning.search.tile_seeds`); each once, none that ``stored`` already holds and none the
-    trace gate refuses."""
+    ``given`` ones (a warm start's seeds), then, in the packed space, its micro-kernel seeds
+    (`tuning.search.micro_kernels`) and register-tile seeds (`tuning.search.tile_seeds`); each
+    once, none that ``stored`` already holds and none the trace gate refuses."""
     from tvm.s_tir.meta_schedule import TuneContext
 
     from tuning.search.fresh_candidates import passes_gate
+    from tuning.search.tile_seeds import micro_kernel_seeds
 
     first = list(given)
     if space == PACKED and len(first) < size:
         try:
             # A throwaway context: generating the design spaces initialises ``generator``.
             context = TuneContext(mod=mod, target=target, space_generator=generator.clone())
+            first += micro_kernel_seeds(context)
             first += register_tile_seeds(context, cores)
         except Exception:  # noqa: BLE001 - seeds are an optimisation, never a reason to fail
-            log.exception("register-tile seeds failed; the search starts without them")
+            log.exception("the space's seeds failed; the search starts without them")
     unique = list({str(trace): trace for trace in first}.values())  # a seed of both kinds once
     unique = [trace for trace in unique if passes_gate(trace)]
     if stored is not None:

@@ -11,7 +11,8 @@
   where the weight-indexed output axis is not the innermost one (NCHW convolutions: K, with W
   innermost), that axis is split into the vector lanes and accumulated in a channel-blocked
   cache (`tuning.search.channel_vectors`), as oneDNN's nChw16c kernels do; the outer loops are
-  parallelised over every core as in the plain space.
+  parallelised over every core as in the plain space. Matmul-shaped blocks also get a BLAS-style
+  micro-kernel as one more design space (`tuning.search.micro_kernels`).
 
 Both spaces keep their records apart (each record says which space produced it); the best of a
 (workload, target) is the fastest verified candidate of either, and says which space won.
@@ -127,6 +128,7 @@ def space_generator(space: str, target: Any, mod: Any = None) -> Any:
     # this module for `resolve_space` and starts without TVM. channel_vectors imports only
     # tuning.ir from here, so this hides no cycle.
     from tuning.search.channel_vectors import WeightAxisInnermost
+    from tuning.search.micro_kernels import MicroKernelOr, register_budget
 
     bits = vector_bits(target)
     wide = _vector_fits_output(mod, bits)
@@ -155,7 +157,8 @@ def space_generator(space: str, target: Any, mod: Any = None) -> Any:
             # one (NCHW convolutions) get that axis in the vector lanes; their write cache
             # is the channel-blocked one tuning.search.channel_vectors makes, not the tiling's.
             channel_tiles = vector_tiles(rules.ReuseType(req="no", levels=[], scope="global"))
-            rule = WeightAxisInnermost(channel_tiles, other, bits)
+            budget = register_budget(limit)
+            rule = MicroKernelOr(WeightAxisInnermost(channel_tiles, other, bits), bits, budget)
         sch_rules.append(rule)
     return PostOrderApply(
         sch_rules=sch_rules,

@@ -31,7 +31,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from tuning.search.spaces import register_tile_limit
+from tuning.search.micro_kernels import CACHE_FLOATS, UNROLL_MAX, register_budget
+from tuning.search.spaces import register_tile_limit, vector_bits
 
 log = logging.getLogger("tunehub.tile_seeds")
 
@@ -138,9 +139,10 @@ def _tile_loops(mod: Any, trace: Any) -> list[TileLoop] | None:
     return loops if all(loop.levels in (2, 3, 4) for loop in loops) else None
 
 
-def _apply(mod: Any, trace: Any, tiles: dict[int, list[int]], postprocs: list[Any]) -> Any:
-    """``trace`` replayed on ``mod`` with ``tiles``, an unroll step of `UNROLL_STEP` and padding
-    inlined where it can be, postprocessed; None when it does not apply."""
+def apply_decisions(mod: Any, trace: Any, tiles: dict[int, Any], postprocs: list[Any]) -> Any:
+    """``trace`` replayed on ``mod`` with ``tiles`` (decisions by sampling position), an unroll
+    step of `UNROLL_STEP` and padding inlined where it can be, postprocessed; None when it does
+    not apply."""
     from tvm.s_tir.schedule import Schedule
 
     def attempt(inline: bool) -> Any:
@@ -204,9 +206,80 @@ def register_tile_seeds(context: Any, cores: int, limit: int = 16) -> list[Any]:
             if rank >= len(blocks):
                 continue
             tiles = plan_decisions(loops, blocks[rank], PARALLEL_PER_CORE * cores)
-            seeds.append(_apply(mod, trace, tiles, postprocs))
+            seeds.append(apply_decisions(mod, trace, tiles, postprocs))
     # Distinct by their decisions, in the order of first occurrence (a dict keeps key order).
     by_key = {json.dumps(s.as_json(remove_postproc=True), default=str): s for s in seeds if s}
     distinct = list(by_key.values())
     log.info("%d register-tile seed(s)", len(distinct))
     return distinct[:limit]
+
+
+def _seed_blocks(rows: list[int], vectors: list[int], budget: int) -> list[tuple[int, int]]:
+    """Register blocks ``(rows, vectors)`` within ``budget`` accumulators, the most first
+    (more vectors first among equals: each broadcast feeds more FMAs)."""
+    blocks = [(r, v) for r in rows for v in vectors if r * v <= budget]
+    return sorted(blocks, key=lambda b: (b[0] * b[1], b[1]), reverse=True)
+
+
+def k_tiles(extent: int, columns: int) -> list[int]:
+    """``[blocks, inner, unrolled]`` for a reduction of ``extent``: the largest block whose
+    packed weights (``columns`` x block floats) fit `CACHE_FLOATS`, unrolled by `UNROLL_MAX`
+    or the largest divisor of the block below it."""
+    fits = [d for d in divisors(extent) if d * columns <= CACHE_FLOATS] or [1]
+    block = fits[-1]
+    unroll = max(d for d in divisors(block) if d <= UNROLL_MAX)
+    return [extent // block, block // unroll, unroll]
+
+
+def _micro_kernel_positions(trace: Any) -> tuple[int, list[int], list[int], int] | None:
+    """Where a design space's micro-kernel decisions are: the position (among sampling
+    instructions) of its ``rows`` categorical (``vectors`` and ``k`` follow it), the two
+    candidate lists and the reduction extent; None for a space without one."""
+    sampling = [inst for inst in trace.insts if inst.kind.name.startswith("Sample")]
+    for at in range(len(sampling) - 2):
+        first, second, third = sampling[at : at + 3]
+        if (
+            first.kind.name == "SampleCategorical"
+            and second.kind.name == "SampleCategorical"
+            and third.kind.name == "SamplePerfectTile"
+            and int(third.attrs[0]) == 3
+            and int(third.attrs[1]) == UNROLL_MAX
+        ):
+            decision = trace.decisions.get(third)
+            if decision is None:
+                return None
+            extent = 1
+            for factor in decision:
+                extent *= int(factor)
+            rows = [int(c) for c in first.attrs[0]]
+            vectors = [int(c) for c in second.attrs[0]]
+            return at, rows, vectors, extent
+    return None
+
+
+def micro_kernel_seeds(context: Any, limit: int = 6) -> list[Any]:
+    """Seed traces for an initialised packed-space `TuneContext`: in each design space with a
+    micro-kernel, its register blocks (largest first, `_seed_blocks`) with `k_tiles`; at most
+    ``limit``."""
+    budget = register_budget(register_tile_limit(context.target))
+    postprocs = list(context.space_generator.postprocs)
+    lanes = vector_bits(context.target) // 32  # fp32 columns: the cache estimate's unit
+    seeds = []
+    for space in context.generate_design_space():
+        found = _micro_kernel_positions(space.trace)
+        if found is None:
+            continue
+        at, rows, vectors, extent = found
+        for r, v in _seed_blocks(rows, vectors, budget):
+            decisions = {
+                at: rows.index(r),
+                at + 1: vectors.index(v),
+                at + 2: k_tiles(extent, v * lanes),
+            }
+            trace = apply_decisions(context.mod, space.trace, decisions, postprocs)
+            if trace is not None:
+                seeds.append(trace)
+            if len(seeds) >= limit:
+                break
+    log.info("%d micro-kernel seed(s)", len(seeds))
+    return seeds[:limit]
