@@ -108,3 +108,10 @@ def bytes_moved(func: Any) -> int:
         bits = tvm.DataType(str(buf.dtype)).bits * tvm.DataType(str(buf.dtype)).lanes
         total += math.prod(int(dim) for dim in buf.shape) * bits // 8
     return total
+
+
+def uses(expr: Any, var: Any) -> bool:
+    """True when the TIR expression ``expr`` refers to the variable ``var``."""
+    from tvm.tirx.analysis import undefined_vars
+
+    return any(used.same_as(var) for used in undefined_vars(expr))

@@ -33,7 +33,7 @@ from typing import Any
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.schedule_rule import PyScheduleRule
 
-from tuning.ir import LAYOUT_FREE_ATTR, param_buffer
+from tuning.ir import LAYOUT_FREE_ATTR, param_buffer, uses
 
 
 @dataclass(frozen=True)
@@ -43,13 +43,6 @@ class ChannelSplit:
     axis: int  # position of the axis among the block's iter vars
     write_dim: int  # dimension of the block's output buffer that the axis indexes
     lanes: int  # output elements per vector register
-
-
-def _uses(expr: Any, var: Any) -> bool:
-    """True when ``expr`` refers to ``var``."""
-    from tvm.tirx.analysis import undefined_vars
-
-    return any(used.same_as(var) for used in undefined_vars(expr))
 
 
 def channel_split(func: Any, block: Any, vector_bits: int) -> ChannelSplit | None:
@@ -69,15 +62,15 @@ def channel_split(func: Any, block: Any, vector_bits: int) -> ChannelSplit | Non
     if len(weight_reads) != 1:
         return None
     indexing = [
-        iv for iv in spatial if any(_uses(rng.min, iv.var) for rng in weight_reads[0].region)
+        iv for iv in spatial if any(uses(rng.min, iv.var) for rng in weight_reads[0].region)
     ]
     if len(indexing) != 1 or indexing[0].same_as(spatial[-1]):
         return None
     axis_var = indexing[0]
-    if any(_uses(rng.min, axis_var.var) for r in other_reads for rng in r.region):
+    if any(uses(rng.min, axis_var.var) for r in other_reads for rng in r.region):
         return None
     write = block.writes[0]
-    dims = [d for d, rng in enumerate(write.region) if _uses(rng.min, axis_var.var)]
+    dims = [d for d, rng in enumerate(write.region) if uses(rng.min, axis_var.var)]
     if len(dims) != 1 or not write.region[dims[0]].min.same_as(axis_var.var):
         return None
     lanes = max(1, vector_bits // tvm.DataType(str(write.source.dtype)).bits)

@@ -39,7 +39,7 @@ from typing import Any
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.schedule_rule import PyScheduleRule
 
-from tuning.ir import LAYOUT_FREE_ATTR, param_buffer
+from tuning.ir import LAYOUT_FREE_ATTR, param_buffer, uses
 
 log = logging.getLogger("tunehub.micro_kernels")
 
@@ -60,12 +60,6 @@ class MatmulAxes:
     vectors: tuple[int, ...]  # candidate vectors of j per row
     lanes: int
     k_extent: int
-
-
-def _uses(expr: Any, var: Any) -> bool:
-    from tvm.tirx.analysis import undefined_vars
-
-    return any(used.same_as(var) for used in undefined_vars(expr))
 
 
 def register_budget(tile_limit: int) -> int:
@@ -107,7 +101,7 @@ def matmul_axes(sch: Any, block: Any, vector_bits: int, budget: int) -> MatmulAx
         return None
 
     def indexed_by(region: Any, var: Any) -> bool:
-        return any(_uses(rng.min, var) for rng in region)
+        return any(uses(rng.min, var) for rng in region)
 
     lhs = [r for r in a_reads if indexed_by(r.region, i.var) and not indexed_by(r.region, j.var)]
     rhs = [r for r in a_reads if indexed_by(r.region, j.var) and not indexed_by(r.region, i.var)]
