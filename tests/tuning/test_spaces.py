@@ -245,6 +245,33 @@ def test_a_1x1_nchw_conv_keeps_its_channel_lanes_innermost_and_vectorised(tmp_pa
     _library_matches_numpy(op, spec, target, split_packed(sch.mod), params, tmp_path, seed=1)
 
 
+def test_no_packed_loop_is_vectorised_wider_than_a_register(tmp_path) -> None:
+    """A 7x7 NCHW conv's channel-blocked write-back was fused by the vectorising postprocessor
+    into one 49-lane loop indexed by // 7 and % 7, which LLVM took 43 s to compile (ResNet-18's
+    last stage): loops the postprocessor vectorises stop at one register, and the kernel
+    builds in seconds and is right."""
+    import re
+    import time
+
+    import tvm
+
+    params = {"layout": "NCHW", "N": 1, "C": 16, "H": 7, "W": 7, "K": 32, "R": 3, "S": 3}
+    params["padding"] = 1
+    for seed in (3, 5):
+        op, spec, target, sch = _packed_sample("conv2d_bias_relu", params, seed=seed)
+        lanes = vector_bits(target) // 32
+        text = sch.mod.script()
+        widths = [int(w) for w in re.findall(r"T\.vectorized\((?:T\.int64\()?(\d+)", text)]
+        assert widths and max(widths) <= lanes, widths
+        started = time.monotonic()
+        split = split_packed(sch.mod)
+        tvm.compile(split.mod, target=target)
+        assert time.monotonic() - started < 20
+        folder = tmp_path / str(seed)  # one library path per seed: dlopen caches by path
+        folder.mkdir()
+        _library_matches_numpy(op, spec, target, split, params, folder, seed=1)
+
+
 def test_a_model_tasks_int64_packing_splits_into_pack_and_kernel(tmp_path) -> None:
     """A packed-space trace of a model task (the tiny CNN's second conv with its bias and relu
     fused, as Relax's AttachAttrLayoutFreeBuffers marks it; Relax indexes with int64) splits
