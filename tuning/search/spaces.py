@@ -146,7 +146,7 @@ def space_generator(space: str, target: Any, mod: Any = None) -> Any:
     sch_rules = []
     for rule in rules.ScheduleRule.create("llvm"):
         if isinstance(rule, rules.ParallelizeVectorizeUnroll):
-            rule = _vectors_of_one_register(bits)
+            rule = _vectors_of_one_register(rule, bits)
         if isinstance(rule, rules.MultiLevelTiling):
             other = (
                 vector_tiles(reuse_write)
@@ -169,17 +169,18 @@ def space_generator(space: str, target: Any, mod: Any = None) -> Any:
     )
 
 
-def _vectors_of_one_register(bits: int) -> Any:
-    """MetaSchedule's parallelise-vectorise-unroll rule for CPUs, with loops the postprocessor
+def _vectors_of_one_register(rule: Any, bits: int) -> Any:
+    """MetaSchedule's parallelise-vectorise-unroll ``rule`` with loops the postprocessor
     vectorises (epilogues, layout write-backs) fused up to one register (16 fp32 on AVX-512)
-    instead of 64 elements. At 64, ResNet-18's 7x7 channel-blocked write-back was fused into
-    one 49-lane loop indexed by // 7 and % 7, which LLVM took 43 s to compile (0.2 s without;
-    the kernel ran 659 vs 648 us): every verified candidate and every model build paid it."""
+    instead of its 64 elements; its other settings kept. At 64, ResNet-18's 7x7 channel-blocked
+    write-back was fused into one 49-lane loop indexed by // 7 and % 7, which LLVM took 43 s to
+    compile (0.2 s without; the kernel ran 659 vs 648 us): every verified candidate and every
+    model build paid it."""
     from tvm.s_tir.meta_schedule import schedule_rule as rules
 
     return rules.ParallelizeVectorizeUnroll(
-        max_jobs_per_core=16,
+        max_jobs_per_core=int(rule.max_jobs_per_core),
         max_vectorize_extent=max(4, bits // 32),
-        unroll_max_steps=[0, 16, 64, 512],
-        unroll_explicit=True,
+        unroll_max_steps=[int(step) for step in rule.unroll_max_steps],
+        unroll_explicit=bool(rule.unroll_explicit),
     )
