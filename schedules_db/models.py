@@ -49,11 +49,14 @@ class TargetRow(Base):
     # fp32 FMA GFLOPS a worker of this target measured at its start (tuning.hardware.peak);
     # NULL until one did (non-CPU targets, RPC devices).
     peak_gflops: Mapped[float | None] = mapped_column(Float, nullable=True)
-    # GB/s a worker's streaming kernel reached in cache (at most cache_bytes in all) and in
+    # GB/s a worker's streaming kernel reached in the cores' caches (at most cache_bytes in
+    # all), in the shared last-level cache (at most llc_bytes; NULL where there is none) and in
     # memory (tuning.hardware.bandwidth); NULL until one measured them.
     cache_gbps: Mapped[float | None] = mapped_column(Float, nullable=True)
     memory_gbps: Mapped[float | None] = mapped_column(Float, nullable=True)
     cache_bytes: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    llc_gbps: Mapped[float | None] = mapped_column(Float, nullable=True)
+    llc_bytes: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
 
 
 class WorkloadRow(Base):

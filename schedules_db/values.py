@@ -75,6 +75,8 @@ class Target:
     cache_gbps: float | None
     memory_gbps: float | None
     cache_bytes: int | None
+    llc_gbps: float | None
+    llc_bytes: int | None
 
 
 @dataclass(frozen=True)

@@ -77,15 +77,23 @@ class CatalogRows(Aggregate):
                 row.peak_gflops = gflops
 
     def set_bandwidth(
-        self, target_id: int, cache_gbps: float, memory_gbps: float, cache_bytes: int
+        self,
+        target_id: int,
+        cache_gbps: float,
+        memory_gbps: float,
+        cache_bytes: int,
+        llc_gbps: float | None = None,
+        llc_bytes: int | None = None,
     ) -> None:
-        """Record the cache and memory bandwidth a worker of this target measured (GB/s; the
-        cache's up to ``cache_bytes`` in all), the latest winning as for the peak."""
+        """Record the bandwidth a worker of this target measured (GB/s): in the cores' caches
+        (up to ``cache_bytes`` in all), in the shared last-level cache (up to ``llc_bytes``;
+        None where the machine has none) and in memory; the latest wins, as for the peak."""
         with self._session() as s:
             row = s.get(TargetRow, target_id)
             if row is not None:
                 row.cache_gbps, row.memory_gbps = cache_gbps, memory_gbps
                 row.cache_bytes = cache_bytes
+                row.llc_gbps, row.llc_bytes = llc_gbps, llc_bytes
 
     def set_bytes_moved(self, workload_id: int, nbytes: int) -> None:
         """Record the bytes a kernel of this workload must move (its parameters, each once): a

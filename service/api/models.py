@@ -28,12 +28,15 @@ Number = Annotated[int | float, WithJsonSchema({"type": "number"})]
 
 
 class TargetBandwidth(BaseModel):
-    """GB/s a streaming kernel reached on a target's cores: in cache (at most ``cache_bytes``
-    moved in all) and in memory."""
+    """GB/s a streaming kernel reached on a target's cores: in their own caches (at most
+    ``cache_bytes`` moved in all), in the shared last-level cache (at most ``llc_bytes``; null
+    where the machine has none) and in memory."""
 
     cache_gbps: float
     memory_gbps: float
     cache_bytes: int
+    llc_gbps: float | None
+    llc_bytes: int | None
 
 
 class TargetOut(BaseModel):

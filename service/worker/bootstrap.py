@@ -43,10 +43,13 @@ def measure_peaks(
         bandwidth = target_bandwidth(canonical)
         if bandwidth is not None:
             store.catalog.set_bandwidth(target_id, bandwidth.cache_gbps, bandwidth.memory_gbps,
-                                        bandwidth.cache_bytes)  # fmt: skip
-            log.info("target %s: bandwidth %.0f GB/s in cache (%d KiB), %.0f GB/s in memory",
+                                        bandwidth.cache_bytes, bandwidth.llc_gbps,
+                                        bandwidth.llc_bytes)  # fmt: skip
+            log.info("target %s: bandwidth %.0f GB/s in cache (%d KiB), %s, %.0f GB/s in memory",
                      target_id, bandwidth.cache_gbps, bandwidth.cache_bytes >> 10,
-                     bandwidth.memory_gbps)  # fmt: skip
+                     "no shared cache" if not bandwidth.llc_bytes else
+                     f"{bandwidth.llc_gbps:.0f} GB/s in the shared cache "
+                     f"({bandwidth.llc_bytes >> 10} KiB)", bandwidth.memory_gbps)  # fmt: skip
     return found
 
 

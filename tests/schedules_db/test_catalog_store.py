@@ -48,3 +48,17 @@ def test_workloads_list_newest_first_and_by_operator(store: Store) -> None:
     assert [w.id for w in store.catalog.list_workloads()] == ids[::-1]
     assert [w.id for w in store.catalog.list_workloads("matmul")] == [ids[2], ids[0]]
     assert [w.id for w in store.catalog.list_workloads(limit=1)] == [ids[2]]
+
+
+def test_a_targets_measured_bandwidth_is_the_latest_with_or_without_a_shared_cache(
+    store: Store,
+) -> None:
+    target = store.catalog.get_or_create_target({"kind": "llvm", "mcpu": "z"}, "llvm", "z", {})
+    assert (target.cache_gbps, target.llc_gbps, target.llc_bytes) == (None, None, None)
+    store.catalog.set_bandwidth(target.id, 513.0, 48.0, 1 << 20, 240.0, 16 << 20)
+    got = store.catalog.get_target(target.id)
+    assert (got.cache_gbps, got.memory_gbps, got.cache_bytes) == (513.0, 48.0, 1 << 20)
+    assert (got.llc_gbps, got.llc_bytes) == (240.0, 16 << 20)
+    store.catalog.set_bandwidth(target.id, 200.0, 30.0, 2 << 20)  # a machine with no L3
+    got = store.catalog.get_target(target.id)
+    assert (got.cache_gbps, got.memory_gbps, got.llc_gbps, got.llc_bytes) == (200, 30, None, None)

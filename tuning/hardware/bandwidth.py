@@ -1,9 +1,13 @@
 """The memory bandwidth of a CPU target, measured on this machine the way its peak is
 (`tuning.hardware.peak`): a kernel compiled by TVM for the target, on its threads, timed with
-TVM's evaluator. Two figures, because the tasks of a model live at two levels:
+TVM's evaluator. Three figures, because the tasks of a model live at three levels:
 
 - **cache**: each thread streams a slice that fits in its core's L2 (a softmax of 12x128x128
   floats moves 1.5 MB in all: it never leaves the caches between two runs);
+- **last-level cache**: the threads together stream half of the shared L3 (a ResNet max pool
+  moves 4 MB: more than the L2s hold, yet it never goes to DRAM between the conv that writes
+  it and the pool; measured at 29 GB/s from memory, it would be 137 us while it runs in 76);
+  absent where the machine reports no L3 larger than its L2s;
 - **memory**: each thread streams a slice far larger than any cache (DRAM).
 
 Bytes are counted as STREAM counts them: what the kernel reads plus what it writes (a write
@@ -25,29 +29,36 @@ CACHE_SLICE = 512 * 1024  # bytes per thread per array: two arrays fit in any x8
 MEMORY_SLICE = 64 * 1024 * 1024  # bytes per thread per array: past every cache we measure
 
 
-def l2_bytes() -> int:
-    """This machine's L2 per core (sysfs), or 1 MiB when it does not say."""
+def cache_bytes(level: int) -> int | None:
+    """The size of this machine's level-``level`` data cache as one core sees it (sysfs; an L3
+    is the whole shared cache), or None when it does not say."""
     try:
         for index in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
-            if (index / "level").read_text().strip() == "2":
+            kind = (index / "type").read_text().strip()
+            if (index / "level").read_text().strip() == str(level) and kind != "Instruction":
                 size = (index / "size").read_text().strip().upper()
                 scale = {"K": 1 << 10, "M": 1 << 20}.get(size[-1:], 1)
                 return int(size.rstrip("KM")) * scale
     except (OSError, ValueError):
         pass
-    return 1 << 20
+    return None
 
 
 def measured_bandwidth(target: dict[str, Any], threads: int, lanes: int) -> Bandwidth:
-    """Cache and memory bandwidth on ``threads`` threads of TVM's pool (each thread scales its
-    own slice: y = 2 x, ``lanes``-wide vectors), compiled by TVM for ``target``, best of a few
-    runs (about a second in all). The caller's pool must have ``threads`` threads
-    (`tuning.hardware.threads.pin_runtime_threads`)."""
+    """Cache, last-level cache and memory bandwidth on ``threads`` threads of TVM's pool (each
+    thread scales its own slice: y = 2 x, ``lanes``-wide vectors), compiled by TVM for
+    ``target``, best of a few runs (about a second in all). The caller's pool must have
+    ``threads`` threads (`tuning.hardware.threads.pin_runtime_threads`)."""
     # Two arrays per thread in at most half of its L2: the other half holds what else runs.
-    cache_slice = max(64 * 1024, min(CACHE_SLICE, l2_bytes() // 4))
+    cache_slice = max(64 * 1024, min(CACHE_SLICE, (cache_bytes(2) or 1 << 20) // 4))
     cache = _stream_gbps(target, threads, lanes, cache_slice, passes=100)
     memory = _stream_gbps(target, threads, lanes, MEMORY_SLICE, passes=1)
-    return Bandwidth(cache, memory, cache_bytes=2 * cache_slice * threads)
+    # The same for the shared L3: all threads' arrays in half of it.
+    llc_slice = (cache_bytes(3) or 0) // 4 // threads // 4096 * 4096
+    if llc_slice <= 2 * cache_slice:
+        return Bandwidth(cache, memory, cache_bytes=2 * cache_slice * threads)
+    llc = _stream_gbps(target, threads, lanes, llc_slice, passes=10)
+    return Bandwidth(cache, memory, 2 * cache_slice * threads, llc, 2 * llc_slice * threads)
 
 
 def _stream_gbps(

@@ -16,22 +16,33 @@ AT_ROOFLINE = 0.85
 
 @dataclass(frozen=True)
 class Bandwidth:
-    """GB/s (1e9 bytes per second) that a streaming kernel reaches in cache and in memory, and
-    the most bytes (over all threads) that still count as cache-resident."""
+    """GB/s (1e9 bytes per second) that a streaming kernel reaches at each level a task's bytes
+    may live in: the cores' own caches (up to ``cache_bytes`` over all threads), the shared
+    last-level cache (up to ``llc_bytes``; None where the machine has no such level or it was not
+    measured) and memory."""
 
     cache_gbps: float
     memory_gbps: float
     cache_bytes: int
+    llc_gbps: float | None = None
+    llc_bytes: int | None = None
 
     def for_bytes(self, nbytes: float) -> float:
-        """The bandwidth a task moving ``nbytes`` can reach: the cache's while they fit."""
-        return self.cache_gbps if nbytes <= self.cache_bytes else self.memory_gbps
+        """The bandwidth a task moving ``nbytes`` can reach: that of the smallest level they
+        fit in (a model's activations and weights of a few MB stay in the last-level cache
+        between the layers that write and read them, as they do between timed runs)."""
+        if nbytes <= self.cache_bytes:
+            return self.cache_gbps
+        if self.llc_gbps and self.llc_bytes and nbytes <= self.llc_bytes:
+            return self.llc_gbps
+        return self.memory_gbps
 
     @classmethod
     def of(cls, target: MeasuredTarget) -> Bandwidth | None:
         """The bandwidth a worker of ``target`` measured, or None while none did."""
         if target.cache_gbps and target.memory_gbps and target.cache_bytes:
-            return cls(target.cache_gbps, target.memory_gbps, target.cache_bytes)
+            return cls(target.cache_gbps, target.memory_gbps, target.cache_bytes,
+                       target.llc_gbps or None, target.llc_bytes or None)  # fmt: skip
         return None
 
 
@@ -46,6 +57,10 @@ class MeasuredTarget(Protocol):
     def memory_gbps(self) -> float | None: ...
     @property
     def cache_bytes(self) -> int | None: ...
+    @property
+    def llc_gbps(self) -> float | None: ...
+    @property
+    def llc_bytes(self) -> int | None: ...
 
 
 def roofline_seconds(
