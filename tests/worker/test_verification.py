@@ -8,6 +8,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from pathlib import Path
 
+import numpy as np
 import pytest
 import tvm
 from tvm import te
@@ -71,3 +72,26 @@ def test_a_schedule_summing_in_another_order_passes_and_a_wrong_one_fails(
         assert 1e-5 < error < reference.atol
         with pytest.raises(VerificationError):
             candidate(K - 64, "wrong.so")
+
+
+def test_a_task_with_scalar_operands_is_verified(tmp_path: Path) -> None:
+    """MobileNet-V2's ReLU6 comes from ONNX as Clip with its bounds as 0-d tensors, and Relax
+    fuses them into the conv's task as 0-d parameters: the reference and the candidates run on
+    0-d inputs (a runner handed them as 1-element vectors refused every such task)."""
+    x = te.placeholder((4, 16), "float32", name="X")
+    low, high = (
+        te.placeholder((), "float32", name="low"),
+        te.placeholder((), "float32", name="high"),
+    )
+    y = te.compute((4, 16), lambda i, j: te.min(te.max(x[i, j], low[()]), high[()]), name="Y")
+    mod = normalize(te.create_prim_func([x, low, high, y]))
+    target = tvm.target.Target("llvm")
+    with Measurer("llvm", work_dir=tmp_path) as measurer, measurer.session() as session:
+        untuned = session.load(build_library(mod, target, tmp_path / "u.so"))
+        reference = Reference(_workload(mod), session, untuned, mod["main"])
+        assert [a.shape for a in reference.inputs] == [(4, 16), (), ()]
+        x_in, lo, hi = reference.inputs
+        assert (reference.expected == np.clip(x_in, lo, hi)).all()
+        sch = tvm.s_tir.Schedule(mod)
+        sch.vectorize(sch.get_loops(sch.get_sblock("Y"))[-1])
+        assert reference.check(session.load(build_library(sch.mod, target, tmp_path / "v.so"))) == 0

@@ -118,7 +118,8 @@ class KernelJail:
         """An input array as a ``.npy`` file the runner reads; its name there."""
         name = f"a{next(self._names)}.npy"
         self.directory.mkdir(mode=0o755, exist_ok=True)
-        np.save(self.directory / name, np.ascontiguousarray(array), allow_pickle=False)
+        # order="C", not ascontiguousarray: that makes a 0-d array (a scalar operand) 1-d.
+        np.save(self.directory / name, np.asarray(array, order="C"), allow_pickle=False)
         (self.directory / name).chmod(0o644)
         return name
 
