@@ -44,7 +44,7 @@ against the untuned build.
     .venv/bin/pip install -e '.[bench]'      # torch (optional: --skip-torch)
     .venv/bin/python bench/model.py [--models bert,resnet18,mobilenetv2,cnn] [--trials-per-task 64]
         [--budget-curve 8,16,32,64] [--neighbour-size 192] [--skip-rows] [--skip-torch]
-        [--server URL]
+        [--skip-plain] [--server URL]
 """
 
 from __future__ import annotations
@@ -155,9 +155,9 @@ def tune_with_tunehub(client: TunehubClient, model: Any, shape: list[int], trial
 
 
 def tvm_ways(mod: Any, target: Any, client: TunehubClient, budget: tuple[int, int],
-             folder: Path, row: Row) -> dict[str, Any]:  # fmt: skip
+             folder: Path, row: Row, skip_plain: bool = False) -> dict[str, Any]:  # fmt: skip
     """The TVM builds of ``mod`` as Relax VMs: tunehub's fetched build, plain MetaSchedule's
-    with the same budget (total, per task), untuned."""
+    with the same budget (total, per task; not with ``skip_plain``), untuned."""
     import tvm
     from tvm import relax
     from tvm.s_tir import meta_schedule as ms
@@ -179,6 +179,8 @@ def tvm_ways(mod: Any, target: Any, client: TunehubClient, budget: tuple[int, in
     # timeout can be raised: the stock 30 s killed every build here (each fresh builder process
     # imports TVM's tensor intrinsics, ~26 s on 2 loaded cores).
     total, per_task = budget
+    if skip_plain:
+        return {"tunehub": vm(tuned), "untuned": vm(untuned)}
     started = time.monotonic()
     with tempfile.TemporaryDirectory(dir=folder) as work_dir:
         fused = tuning_pipeline(mod, target)
@@ -250,7 +252,8 @@ def bench_model(name: str, client: TunehubClient, args: argparse.Namespace, fold
     print(f"{name}: {tasks} tasks, {row.trials} trials", flush=True)
     row.wall["tunehub tune"], tuned = tune_with_tunehub(client, model, shape, row.trials, folder)
     row.tasks_measured = task_rows(client, tuned)
-    vms = tvm_ways(mod, target, client, (row.trials, args.trials_per_task), folder, row)
+    vms = tvm_ways(mod, target, client, (row.trials, args.trials_per_task), folder, row,
+                   args.skip_plain)  # fmt: skip
     x = np.random.default_rng(0).standard_normal(shape).astype("float32")
     data = tvm.runtime.tensor(x)
     ways = {way: bound(vm["main"], data) for way, vm in vms.items()}
@@ -371,6 +374,11 @@ def main() -> int:
     parser.add_argument("--trials-per-task", type=int, default=64)
     parser.add_argument("--budget-curve", default="8,16,32,64", help="'' to skip")
     parser.add_argument("--skip-torch", action="store_true")
+    parser.add_argument(
+        "--skip-plain",
+        action="store_true",
+        help="no plain MetaSchedule build (it tunes as long as tunehub does)",
+    )
     parser.add_argument("--server", help="a running tunehub (default: start a fresh one)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--repeat", type=int, default=5)

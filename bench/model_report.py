@@ -73,7 +73,7 @@ def print_table(rows: list[Row], threads: int) -> None:
         print(f"{r.model:<11} {r.tasks:>5} {r.trials:>6} {cells} {ratio(r, 'onnxruntime'):>11} "
               f"{ratio(r, 'torch eager'):>13} "
               f"{ratio(r, 'torch.compile'):>15} {r.wall['tunehub tune']:>14.0f} "
-              f"{r.wall['plain tune']:>12.0f} {r.wall['fetch build']:>13.1f} "
+              f"{r.wall.get('plain tune', float('nan')):>12.0f} {r.wall['fetch build']:>13.1f} "
               f"{r.wall['untuned build']:>15.1f}")  # fmt: skip
     for r in rows:
         print(f"\n{r.model}: tasks by share of the kernel time (calls x published latency)")

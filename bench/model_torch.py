@@ -36,7 +36,8 @@ def torch_callable(model: Any, compiled: bool) -> Callable[[np.ndarray], np.ndar
         """The node as a function of its tensor inputs (static attributes bound)."""
         if kind == "Conv":
             stride, pad = at.get("strides", [1, 1]), at["pads"][:2]
-            return lambda x, w, b: F.conv2d(x, w, b, stride=stride, padding=pad)
+            groups = at.get("group", 1)  # MobileNet's depthwise convs: one group a channel
+            return lambda x, w, b: F.conv2d(x, w, b, stride=stride, padding=pad, groups=groups)
         if kind == "MaxPool":
             return lambda x: F.max_pool2d(x, at["kernel_shape"], at["strides"], at["pads"][:2])
         if kind == "Reshape":  # the shape is an initializer: static, not a tensor to read
@@ -46,6 +47,7 @@ def torch_callable(model: Any, compiled: bool) -> Callable[[np.ndarray], np.ndar
             "Gemm": F.linear,  # transB=1
             "LayerNormalization": lambda x, g, b: F.layer_norm(x, g.shape, g, b),
             "Relu": F.relu, "Gelu": F.gelu, "Flatten": lambda x: x.flatten(1),
+            "Clip": torch.clamp,  # ReLU6: its bounds are 0-d initializers
             "GlobalAveragePool": lambda x: x.mean((2, 3), keepdim=True),
             "Softmax": lambda x: x.softmax(at.get("axis", -1)),
             "Transpose": lambda x: x.permute(at["perm"]),
