@@ -1,8 +1,7 @@
 """The bandwidth the workers measure (`tuning.hardware.bandwidth`) agrees with an independent
 measurement: a C loop (tests/data/stream_bw.c, compiled here at -O3 for this CPU) streaming the
 same slices on the same threads, in cache, in the shared last-level cache and in memory; and a
-roofline is the longer of a
-kernel's compute time and its memory time."""
+roofline is the longer of a kernel's compute time and its memory time."""
 
 from __future__ import annotations
 

@@ -71,7 +71,7 @@ def random_operand(
         return rng.integers(*INT8_RANGE, size=shape, dtype=np.int8)
     if np.issubdtype(np.dtype(dtype), np.integer):
         return rng.integers(-8, 8, size=shape).astype(dtype)
-    return np.asarray(rng.uniform(low, high, size=shape), dtype=dtype)  # 0-d stays an array
+    return rng.uniform(low, high, size=shape).astype(dtype)
 
 
 def round_to(expected: np.ndarray, dtype: str) -> np.ndarray:
