@@ -10,7 +10,8 @@ from tests.tuning.test_spaces import _library_matches_numpy
 from tests.tuning.test_tile_seeds import _packed_context, _scheduled
 from tuning.ir import structural_hash
 from tuning.publish.packing import split_packed
-from tuning.search.micro_kernels import UNROLL_MAX, _elementwise_consumers, matmul_axes
+from tuning.search.micro_kernels import UNROLL_MAX, elementwise_consumers, matmul_axes
+from tuning.search.pointwise_conv import PointwiseConv, pointwise_conv
 from tuning.search.tile_seeds import k_tiles, micro_kernel_seeds
 from tuning.search.trace_gate import check_trace
 from tuning.search.traces import plain_json
@@ -87,8 +88,72 @@ def test_micro_kernel_seeds_pass_the_gate_and_match_numpy(
         from tvm.tirx import ForKind
 
         sch = Schedule(scheduled)
-        (epilogue,) = _elementwise_consumers(sch, sch.get_sblock("T_matmul_NT_update"))
+        (epilogue,) = elementwise_consumers(sch, sch.get_sblock("T_matmul_NT_update"))
         kinds = [sch.get(loop).kind for loop in sch.get_loops(epilogue)]
         assert kinds[0] == ForKind.PARALLEL and kinds[-1] == ForKind.VECTORIZED
     split = split_packed(scheduled)
     _library_matches_numpy(op, spec, target, split, params, tmp_path, seed=4)
+
+
+@pytest.mark.parametrize(
+    "operator,params",
+    [
+        ("conv2d", {"layout": "NCHW", "N": 1, "C": 8, "H": 6, "W": 8, "K": 24, "R": 1, "S": 1}),
+        (
+            "conv2d_bias_relu",
+            {"layout": "NCHW", "N": 1, "C": 12, "H": 4, "W": 12, "K": 16, "R": 1, "S": 1},
+        ),
+    ],
+)
+def test_pointwise_convolutions_get_the_micro_kernel_over_their_image_axis(
+    operator: str, params: dict, tmp_path
+) -> None:
+    """A 1x1 NCHW convolution is W[K, C] @ X[C, H*W]: its seeds are micro-kernels whose
+    columns are the fused image axis, the epilogue computed per column block, and the
+    library matches numpy with and without the packed weight."""
+    from tvm.s_tir.schedule import Schedule
+    from tvm.tirx import ForKind
+
+    op, spec, target, mod, context = _packed_context(operator, params)
+    sch, block = _block(mod)
+    assert matmul_axes(sch, block, 512, 28) is None  # as written, a convolution
+    seeds = micro_kernel_seeds(context)
+    assert len(seeds) >= 2
+    for trace in seeds:
+        as_json = plain_json(trace.as_json(remove_postproc=False))
+        check_trace(json.loads(json.dumps(as_json)))
+        kinds = {inst[0] for inst in as_json[0]}
+        assert "TransformBlockLayout" in kinds
+    scheduled = _scheduled(mod, seeds[0])
+    sch = Schedule(scheduled)
+    (conv,) = [
+        b for b in sch.get_child_blocks(sch.get_sblock("root")) if sch.get(b).init is not None
+    ] or [sch.get_sblock("conv2d_nchw_update")]
+    columns = params["H"] * params["W"]
+    assert [int(iv.dom.extent) for iv in sch.get(conv).iter_vars][-2:] == [columns, params["C"]]
+    for epilogue in elementwise_consumers(sch, conv):
+        kinds = [sch.get(loop).kind for loop in sch.get_loops(epilogue)]
+        assert kinds[0] == ForKind.PARALLEL and kinds[-1] == ForKind.VECTORIZED
+    split = split_packed(scheduled)
+    _library_matches_numpy(op, spec, target, split, params, tmp_path, seed=5)
+
+
+def test_only_stride_one_pointwise_convolutions_are_presented_as_matmuls() -> None:
+    """1x1 at stride 1 reads its input at the output's own positions: the image axis fuses
+    into contiguous columns. A 3x3, a strided 1x1 or a depthwise 1x1 does not."""
+    base = {"layout": "NCHW", "N": 1, "C": 8, "H": 6, "W": 8, "K": 16, "R": 1, "S": 1}
+    cases = [
+        ("conv2d", base, PointwiseConv(spatial=4, units=2, width=8)),
+        ("conv2d", {**base, "R": 3, "S": 3, "padding": 1}, None),
+        ("conv2d", {**base, "stride": 2}, None),
+        ("conv2d", {**base, "K": 8, "groups": 8}, None),
+        (
+            "depthwise_conv2d",
+            {"layout": "NCHW", "N": 1, "C": 8, "H": 6, "W": 8, "R": 1, "S": 1},
+            None,
+        ),
+    ]
+    for operator, params, expected in cases:
+        _, _, _, mod, _ = _packed_context(operator, params)
+        sch, block = _block(mod)
+        assert pointwise_conv(sch, block) == expected, (operator, params)

@@ -40,6 +40,7 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.schedule_rule import PyScheduleRule
 
 from tuning.ir import LAYOUT_FREE_ATTR, param_buffer, uses
+from tuning.search.pointwise_conv import as_matmul, pointwise_conv
 
 log = logging.getLogger("tunehub.micro_kernels")
 
@@ -92,9 +93,10 @@ def matmul_axes(sch: Any, block: Any, vector_bits: int, budget: int) -> MatmulAx
         return None
     i, j, k = ivs[-3], ivs[-2], ivs[-1]
     out = stmt.writes[0]
-    if len(out.region) < 2 or not (
-        out.region[-1].min.same_as(j.var) and out.region[-2].min.same_as(i.var)
-    ):
+    columns = column_dims(out, j.var)
+    if not columns or len(out.region) <= columns:
+        return None
+    if not out.region[-1 - columns].min.same_as(i.var):
         return None
     a_reads = [r for r in stmt.reads if not r.source.same_as(out.source)]
     if len(a_reads) != 2:
@@ -110,7 +112,7 @@ def matmul_axes(sch: Any, block: Any, vector_bits: int, budget: int) -> MatmulAx
     func = sch.mod["main"]
     free = {int(x) for x in func.attrs.get(LAYOUT_FREE_ATTR, [])} if func.attrs else set()
     weight = any(param_buffer(func, func.params[x]).same_as(rhs[0].source) for x in free)
-    if not weight and not rhs[0].region[-1].min.same_as(j.var):
+    if not weight and not column_dims(rhs[0], j.var):
         return None  # B read across its rows: every vector would be a gather
     lanes = max(1, vector_bits // tvm.DataType(str(out.source.dtype)).bits)
     j_extent, i_extent = int(j.dom.extent), int(i.dom.extent)
@@ -124,7 +126,23 @@ def matmul_axes(sch: Any, block: Any, vector_bits: int, budget: int) -> MatmulAx
     return MatmulAxes(len(ivs) - 3, rows[-3:], vectors, lanes, int(k.dom.extent))
 
 
-def _elementwise_consumers(sch: Any, block: Any) -> list[Any]:
+def column_dims(region: Any, j: Any) -> int:
+    """How many trailing dimensions of the buffer ``region`` the column axis ``j`` runs along
+    contiguously: 1 when the last index is ``j``, 2 when the last two are ``(j // W, j % W)``
+    for the buffer's last extent ``W`` (a pointwise convolution's fused image axis,
+    `tuning.search.pointwise_conv`), else 0."""
+    import tvm
+
+    mins = [rng.min for rng in region.region]
+    if mins and mins[-1].same_as(j):
+        return 1
+    if len(mins) < 2:
+        return 0
+    flat = tvm.sym.Analyzer().simplify(mins[-2] * region.source.shape[-1] + mins[-1])
+    return 2 if flat.same_as(j) else 0
+
+
+def elementwise_consumers(sch: Any, block: Any) -> list[Any]:
     """The chain of single-consumer blocks after ``block`` (its epilogue), in order."""
     chain: list[Any] = []
     current = block
@@ -155,7 +173,7 @@ def micro_kernel(sch: Any, block: Any, axes: MatmulAxes) -> None:
     sch.unroll(ii)
     sch.unroll(jv)
     sch.vectorize(jl)
-    for consumer in _elementwise_consumers(sch, block):
+    for consumer in elementwise_consumers(sch, block):
         sch.reverse_compute_at(consumer, outer)
         _, lanes = sch.split(sch.get_loops(consumer)[-1], [None, axes.lanes])
         sch.vectorize(lanes)
@@ -176,10 +194,12 @@ class MicroKernelOr(PyScheduleRule):
 
     def apply(self, sch: Any, block: Any) -> list[Any]:
         """The wrapped rule's schedules of ``block``, then the micro-kernel's (when it fits)."""
+        tiled = sch.copy()
         axes = matmul_axes(sch, block, self.vector_bits, self.budget)
         if axes is None:
+            axes = self._as_matmul(tiled, block)
+        if axes is None:
             return list(self.inner.apply(sch, block))
-        tiled = sch.copy()
         results = list(self.inner.apply(sch, block))
         try:
             micro_kernel(tiled, block, axes)
@@ -187,6 +207,19 @@ class MicroKernelOr(PyScheduleRule):
             log.debug("micro-kernel tiling refused", exc_info=True)
             return results
         return [*results, tiled]
+
+    def _as_matmul(self, sch: Any, block: Any) -> MatmulAxes | None:
+        """A pointwise convolution ``block`` of ``sch`` rewritten in place as the matmul it is
+        (`tuning.search.pointwise_conv`) and its axes; None, ``sch`` unused, for any other."""
+        conv = pointwise_conv(sch, block)
+        if conv is None:
+            return None
+        try:
+            as_matmul(sch, block, conv, elementwise_consumers(sch, block))
+        except Exception:  # noqa: BLE001 - an epilogue that cannot follow: no micro-kernel
+            log.debug("pointwise convolution kept as it is", exc_info=True)
+            return None
+        return matmul_axes(sch, block, self.vector_bits, self.budget)
 
     def clone(self) -> MicroKernelOr:
         """A copy with its own inner rule."""
