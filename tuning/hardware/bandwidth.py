@@ -4,10 +4,11 @@ TVM's evaluator. Three figures, because the tasks of a model live at three level
 
 - **cache**: each thread streams a slice that fits in its core's L2 (a softmax of 12x128x128
   floats moves 1.5 MB in all: it never leaves the caches between two runs);
-- **last-level cache**: the threads together stream half of the shared L3 (a ResNet max pool
-  moves 4 MB: more than the L2s hold, yet it never goes to DRAM between the conv that writes
-  it and the pool; measured at 29 GB/s from memory, it would be 137 us while it runs in 76);
-  absent where the machine reports no L3 larger than its L2s;
+- **last-level cache**: the threads together stream half of the shared L3, at most
+  `LLC_SLICE` per thread and array (a ResNet max pool moves 4 MB: more than the L2s hold, yet
+  it never goes to DRAM between the conv that writes it and the pool; measured at 29 GB/s from
+  memory, it would be 137 us while it runs in 76); absent where the machine reports no L3
+  larger than its L2s, or where streaming it is not `LLC_GAIN` times faster than memory;
 - **memory**: each thread streams a slice far larger than any cache (DRAM).
 
 Bytes are counted as STREAM counts them: what the kernel reads plus what it writes (a write
@@ -27,6 +28,11 @@ from tuning.hardware.roofline import Bandwidth
 
 CACHE_SLICE = 512 * 1024  # bytes per thread per array: two arrays fit in any x86 L2 since 2008
 MEMORY_SLICE = 64 * 1024 * 1024  # bytes per thread per array: past every cache we measure
+# A VM is told the whole socket's L3 (480 MiB on a 2-core Xeon VM here), of which its cores get
+# a share: half of it streamed at memory speed (23 GB/s), 4 MiB per thread and array at 53
+# (C loop; memory 20, L2 102). Zen 5's 32 MiB L3 on 2 threads gives 4 MiB anyway.
+LLC_SLICE = 4 * 1024 * 1024
+LLC_GAIN = 1.25  # an L3 level no faster than this times memory is no level of its own
 
 
 def cache_bytes(level: int) -> int | None:
@@ -53,12 +59,21 @@ def measured_bandwidth(target: dict[str, Any], threads: int, lanes: int) -> Band
     cache_slice = max(64 * 1024, min(CACHE_SLICE, (cache_bytes(2) or 1 << 20) // 4))
     cache = _stream_gbps(target, threads, lanes, cache_slice, passes=100)
     memory = _stream_gbps(target, threads, lanes, MEMORY_SLICE, passes=1)
-    # The same for the shared L3: all threads' arrays in half of it.
-    llc_slice = (cache_bytes(3) or 0) // 4 // threads // 4096 * 4096
+    # The same for the shared L3: all threads' arrays in half of it (or `LLC_SLICE` each).
+    llc_slice = llc_slice_bytes(threads)
     if llc_slice <= 2 * cache_slice:
         return Bandwidth(cache, memory, cache_bytes=2 * cache_slice * threads)
     llc = _stream_gbps(target, threads, lanes, llc_slice, passes=10)
+    if llc < LLC_GAIN * memory:
+        return Bandwidth(cache, memory, cache_bytes=2 * cache_slice * threads)
     return Bandwidth(cache, memory, 2 * cache_slice * threads, llc, 2 * llc_slice * threads)
+
+
+def llc_slice_bytes(threads: int) -> int:
+    """Bytes per thread and array the last-level cache is measured with: a quarter of the L3
+    over ``threads`` (two arrays each: half of it in all), at most `LLC_SLICE`, whole pages;
+    0 where the machine reports no L3."""
+    return min(LLC_SLICE, (cache_bytes(3) or 0) // 4 // threads) // 4096 * 4096
 
 
 def _stream_gbps(
