@@ -25,6 +25,9 @@ order (``[j block, k, lanes...]``, contiguous), as it does for the rest of the p
 elementwise consumers are computed per column block (``reverse_compute_at`` under the parallel
 loop), their innermost loop vectorised.
 
+A stride-1 1x1 NCHW convolution is rewritten into the matmul it is first
+(`tuning.search.pointwise_conv`), so it gets the micro-kernel too.
+
 `tuning.search.tile_seeds.micro_kernel_seeds` writes the largest register blocks with a
 cache-sized ``k`` block into the first batch (`tuning.search.loop.first_batch`), before the
 multi-level tiling's seeds.
@@ -210,7 +213,8 @@ class MicroKernelOr(PyScheduleRule):
 
     def _as_matmul(self, sch: Any, block: Any) -> MatmulAxes | None:
         """A pointwise convolution ``block`` of ``sch`` rewritten in place as the matmul it is
-        (`tuning.search.pointwise_conv`) and its axes; None, ``sch`` unused, for any other."""
+        (`tuning.search.pointwise_conv`) and its axes; None for any other block, or one whose
+        columns are not whole vectors (``sch`` may then be rewritten: the caller drops it)."""
         conv = pointwise_conv(sch, block)
         if conv is None:
             return None
