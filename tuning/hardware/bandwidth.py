@@ -61,12 +61,11 @@ def measured_bandwidth(target: dict[str, Any], threads: int, lanes: int) -> Band
     memory = _stream_gbps(target, threads, lanes, MEMORY_SLICE, passes=1)
     # The same for the shared L3: all threads' arrays in half of it (or `LLC_SLICE` each).
     llc_slice = llc_slice_bytes(threads)
-    if llc_slice <= 2 * cache_slice:
-        return Bandwidth(cache, memory, cache_bytes=2 * cache_slice * threads)
-    llc = _stream_gbps(target, threads, lanes, llc_slice, passes=10)
-    if llc < LLC_GAIN * memory:
-        return Bandwidth(cache, memory, cache_bytes=2 * cache_slice * threads)
-    return Bandwidth(cache, memory, 2 * cache_slice * threads, llc, 2 * llc_slice * threads)
+    if llc_slice > 2 * cache_slice:
+        llc = _stream_gbps(target, threads, lanes, llc_slice, passes=10)
+        if llc >= LLC_GAIN * memory:
+            return Bandwidth(cache, memory, 2 * cache_slice * threads, llc, 2 * llc_slice * threads)
+    return Bandwidth(cache, memory, cache_bytes=2 * cache_slice * threads)
 
 
 def llc_slice_bytes(threads: int) -> int:

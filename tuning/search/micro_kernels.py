@@ -197,12 +197,11 @@ class MicroKernelOr(PyScheduleRule):
 
     def apply(self, sch: Any, block: Any) -> list[Any]:
         """The wrapped rule's schedules of ``block``, then the micro-kernel's (when it fits)."""
-        tiled = sch.copy()
         axes = matmul_axes(sch, block, self.vector_bits, self.budget)
-        if axes is None:
-            axes = self._as_matmul(tiled, block)
-        if axes is None:
+        found = (sch.copy(), axes) if axes is not None else self._as_matmul(sch, block)
+        if found is None:
             return list(self.inner.apply(sch, block))
+        tiled, axes = found
         results = list(self.inner.apply(sch, block))
         try:
             micro_kernel(tiled, block, axes)
@@ -211,19 +210,21 @@ class MicroKernelOr(PyScheduleRule):
             return results
         return [*results, tiled]
 
-    def _as_matmul(self, sch: Any, block: Any) -> MatmulAxes | None:
-        """A pointwise convolution ``block`` of ``sch`` rewritten in place as the matmul it is
-        (`tuning.search.pointwise_conv`) and its axes; None for any other block, or one whose
-        columns are not whole vectors (``sch`` may then be rewritten: the caller drops it)."""
+    def _as_matmul(self, sch: Any, block: Any) -> tuple[Any, MatmulAxes] | None:
+        """A copy of ``sch`` whose pointwise convolution ``block`` is rewritten as the matmul it
+        is (`tuning.search.pointwise_conv`), and its axes; None (``sch`` untouched, nothing
+        copied) for any other block, or one whose columns are not whole vectors."""
         conv = pointwise_conv(sch, block)
         if conv is None:
             return None
+        rewritten = sch.copy()
         try:
-            as_matmul(sch, block, conv, elementwise_consumers(sch, block))
+            as_matmul(rewritten, block, conv, elementwise_consumers(rewritten, block))
         except Exception:  # noqa: BLE001 - an epilogue that cannot follow: no micro-kernel
             log.debug("pointwise convolution kept as it is", exc_info=True)
             return None
-        return matmul_axes(sch, block, self.vector_bits, self.budget)
+        axes = matmul_axes(rewritten, block, self.vector_bits, self.budget)
+        return None if axes is None else (rewritten, axes)
 
     def clone(self) -> MicroKernelOr:
         """A copy with its own inner rule."""
