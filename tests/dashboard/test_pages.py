@@ -123,6 +123,8 @@ def test_schedule_detail_draws_every_record_and_toggles_log_scale(tab: Tab, site
     assert page.evaluate("() => window.tunehubPlots.curve.scales.y.distr") == 3
     page.reload()  # the toggle is a view setting: it persists
     expect(page.locator("#log-scale")).to_be_checked()
+    # The checkbox is restored before the records arrive: wait for the plot drawn from them.
+    expect(curve).to_have_attribute("data-scale", "log")
     assert page.evaluate("() => window.tunehubPlots.curve.scales.y.distr") == 3
     page.uncheck("#log-scale")
     # The same workload on every target, the download button, the highlighted TIR.
