@@ -28,6 +28,7 @@ from service.api import (
 )
 from service.api.deps import Services, install_services
 from service.api.models import Health
+from service.artifact_files import ArtifactFiles, open_blob_store
 from service.auth import document_responses
 from service.dashboard import install_dashboard
 from service.errors import (
@@ -62,6 +63,7 @@ def create_app(settings: Settings | None = None, run_reaper: bool = True) -> Fas
         engine = make_engine(settings.store_url)
         upgrade_schema(engine)
         set_max_concurrent(settings.max_parses)
+        blobs = open_blob_store(settings, engine)
         services = Services(
             settings=settings,
             store=Store(engine, tvm_series=current_tvm_series()),
@@ -69,9 +71,10 @@ def create_app(settings: Settings | None = None, run_reaper: bool = True) -> Fas
             tokens=TokenStore(engine),
             write_limiter=WriteLimiter(settings.write_rate_per_s, settings.write_burst),
             sessions=DashboardSessions(engine),
+            blobs=blobs,
+            artifacts=ArtifactFiles(blobs, settings.artifact_cache, settings.artifact_cache_bytes),
         )
         install_services(app, services)
-        settings.artifacts.mkdir(parents=True, exist_ok=True)
         reaper = Reaper(services.store, services.queue, settings) if run_reaper else None
         if reaper:
             reaper.start()

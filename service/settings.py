@@ -32,6 +32,16 @@ def _flag(text: str) -> bool:
     return word in TRUE_WORDS
 
 
+ARTIFACT_STORES = ("directory", "database")
+
+
+def _store_kind(text: str) -> str:
+    """An artifact store's kind, one of `ARTIFACT_STORES`."""
+    if text not in ARTIFACT_STORES:
+        raise ValueError(f"expected one of {ARTIFACT_STORES}, got {text!r}")
+    return text
+
+
 @dataclass(frozen=True)
 class Settings:
     """Where tunehub keeps its data and how it talks to the broker.
@@ -44,6 +54,19 @@ class Settings:
     database_url: str | None = None  # default: sqlite:///<data_dir>/tunehub.db
     broker_url: str | None = None  # default: sqla+sqlite:///<data_dir>/broker.db
     artifact_dir: Path | None = None  # default: <data_dir>/artifacts
+    # Where artifact bytes live (schedules_db.blobs): "directory" (artifact_dir, the embedded
+    # default) or "database" (the store's database: a fleet then shares no disk).
+    artifact_store: str = "directory"
+    # The API's local copies of database blobs (<data_dir>/artifact-cache), oldest dropped past
+    # this many bytes.
+    artifact_cache_bytes: int = 2 * 2**30
+    # Garbage collection of unreferenced artifacts (schedules_db.blobs.collect), run by the
+    # reaper's replica: how often, and how old an unreferenced blob must be to go.
+    gc_every_s: float = 3600.0
+    gc_grace_s: float = 3600.0
+    # Redis shared by every API replica for write-rate buckets, the one-parse-per-identity rule
+    # and job-cap admission (service.coordination); unset: all three live in this process.
+    redis_url: str | None = None
     max_trials: int = 20000
     stale_after_s: float = 90.0
     heartbeat_every_s: float = 10.0
@@ -72,6 +95,9 @@ class Settings:
     # request addressed to any other name is a 400 (DNS rebinding).
     allowed_hosts: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        _store_kind(self.artifact_store)
+
     @classmethod
     def from_env(cls, **overrides: object) -> Settings:
         """Settings from ``TUNEHUB_*`` variables, then explicit ``overrides`` (flags) on top."""
@@ -82,6 +108,11 @@ class Settings:
             ("database_url", str),
             ("broker_url", str),
             ("artifact_dir", Path),
+            ("artifact_store", _store_kind),
+            ("artifact_cache_bytes", int),
+            ("gc_every_s", float),
+            ("gc_grace_s", float),
+            ("redis_url", str),
             ("max_trials", int),
             ("stale_after_s", float),
             ("heartbeat_every_s", float),
@@ -127,6 +158,11 @@ class Settings:
     def artifacts(self) -> Path:
         """The artifact directory as an absolute path."""
         return (self.artifact_dir or self.resolved_data_dir / "artifacts").expanduser().resolve()
+
+    @property
+    def artifact_cache(self) -> Path:
+        """Where an API process keeps verified local copies of database blobs."""
+        return self.resolved_data_dir / "artifact-cache"
 
     def as_env(self) -> dict[str, str]:
         """These settings as ``TUNEHUB_*`` variables, for child processes (workers, API

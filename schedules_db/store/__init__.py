@@ -7,7 +7,11 @@ split by aggregate, each module with its own contract:
 * `store.schedules` (`schedules_db.store.schedules`): verified bests, artifacts, publishing;
 * `store.fleet` (`schedules_db.store.fleet`): the worker registry;
 * `store.models` (`schedules_db.store.models`): whole-model jobs, their tasks and compiles;
-* `store.neighbours` (`schedules_db.store.neighbours`): unverified answers from tuned neighbours.
+* `store.neighbours` (`schedules_db.store.neighbours`): unverified answers from tuned neighbours;
+* `store.cost_models` (`schedules_db.store.cost_models`): each target's transferred cost model;
+* `store.leases` (`schedules_db.store.leases`): duties one process of a deployment performs.
+
+Artifact bytes live in the artifact store (`schedules_db.blobs`), beside the rows.
 
 The read side a TVM build needs (best, top-k, batch lookup) is `schedules_db.reader`, an
 implementation of `schedule_reads.ScheduleReader`.
@@ -25,9 +29,10 @@ Contract (what every caller may rely on):
   owner writes progress, heartbeats and the final state; `Jobs.fail` (with a worker) and
   `Schedules.publish` are ignored when the caller is no longer the owner.
 * **Durability order.** A tuning record is committed in its own transaction as soon as it is
-  measured, before the progress that counts it (`Jobs.update_progress`) is written. An artifact
-  file is written and fsynced into the artifact directory, then its row, the schedule row that
-  points to it and the job's `succeeded` state are committed in one transaction
+  measured, before the progress that counts it (`Jobs.update_progress`) is written. An artifact's
+  bytes are stored whole in the artifact store (`schedules_db.blobs`), then its row, the
+  schedule row that points to it and the job's `succeeded` state are committed in one
+  transaction
   (`Schedules.publish`): a reader that sees a schedule can always download its artifact, and a
   succeeded job always has its schedule.
 * **Keys.** Records and schedules are keyed by (workload, target, TVM series). A record of one
@@ -58,8 +63,10 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from schedules_db.store.catalog import CatalogRows
+from schedules_db.store.cost_models import CostModels
 from schedules_db.store.fleet import Fleet
 from schedules_db.store.jobs import Jobs
+from schedules_db.store.leases import Leases
 from schedules_db.store.models import Models
 from schedules_db.store.neighbours import Neighbours
 from schedules_db.store.records import Records
@@ -84,6 +91,8 @@ class Store:
         self.fleet = Fleet(*shared)
         self.models = Models(*shared)
         self.neighbours = Neighbours(*shared)
+        self.cost_models = CostModels(*shared)
+        self.leases = Leases(*shared)
 
     @contextmanager
     def session(self) -> Iterator[Session]:

@@ -17,8 +17,10 @@ from typing import Annotated
 from fastapi import Depends, FastAPI, Request
 
 from schedules_db import Store
+from schedules_db.blobs import BlobStore
 from schedules_db.sessions import DashboardSessions
 from schedules_db.tokens import TokenStore
+from service.artifact_files import ArtifactFiles
 from service.queue import JobQueue
 from service.quotas import WriteLimiter
 from service.settings import Settings
@@ -35,6 +37,8 @@ class Services:
     tokens: TokenStore
     write_limiter: WriteLimiter
     sessions: DashboardSessions
+    blobs: BlobStore  # where artifact bytes live (schedules_db.blobs)
+    artifacts: ArtifactFiles  # verified local files of them, for downloads
 
 
 def install_services(app: FastAPI, services: Services) -> None:
@@ -70,7 +74,13 @@ async def get_queue(request: Request) -> JobQueue:
     return services(request).queue
 
 
+async def get_blobs(request: Request) -> BlobStore:
+    """Dependency: the artifact store."""
+    return services(request).blobs
+
+
 ServicesDep = Annotated[Services, Depends(get_services)]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 StoreDep = Annotated[Store, Depends(get_store)]
 QueueDep = Annotated[JobQueue, Depends(get_queue)]
+BlobsDep = Annotated[BlobStore, Depends(get_blobs)]

@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Query, Request, Response
+from starlette.concurrency import run_in_threadpool
 
-from service.api.deps import QueueDep, ServicesDep, SettingsDep, StoreDep
-from service.api.files import artifact_response
+from service.api.deps import BlobsDep, QueueDep, ServicesDep, SettingsDep, StoreDep
+from service.api.files import STORE_FAILURES, artifact_response
 from service.api.model_views import model_view
 from service.api.models import ModelOut
 from service.api.usecases.cancel_model import cancel_model as cancel
@@ -33,19 +34,25 @@ ARTIFACT_RESPONSES: dict[int | str, dict[str, Any]] = {
         },
     },
     409: refusal_schema("the model exists but is not compiled (yet): type not_compiled"),
+    **STORE_FAILURES,
     **responses(304, 404),
 }
 
 
 @router.post("", status_code=201, response_model=ModelOut, responses=ISOLATION_RESPONSES)
 def create_model(
-    body: ModelCreate, who: CodeSubmitter, store: StoreDep, queue: QueueDep, settings: SettingsDep
+    body: ModelCreate,
+    who: CodeSubmitter,
+    store: StoreDep,
+    queue: QueueDep,
+    settings: SettingsDep,
+    blobs: BlobsDep,
 ) -> dict[str, Any]:
     """Parse a model in isolation, store its tasks and tune each through an ordinary job with
     its share of ``trials``; a worker of the target compiles the whole model once every task
     job is final. Needs ``submit-code`` (the file is user code). Nothing is written when any
     field is invalid or the parser refuses the model (422 naming ``source`` or ``inputs``)."""
-    return model_view(store, create(store, queue, settings, who, body))
+    return model_view(store, create(store, queue, settings, blobs, who, body))
 
 
 @router.get("", response_model=list[ModelOut])
@@ -79,12 +86,12 @@ def cancel_model(
     response_model=None,
     responses=ARTIFACT_RESPONSES,
 )
-def get_model_artifact(
+async def get_model_artifact(
     model_id: RowId, request: Request, who: AnyReader, services: ServicesDep
 ) -> Response:
     """The compiled model; ``ETag`` answers ``If-None-Match``. 404 for no such model, 409
     ``not_compiled`` (with its ``state``) for one that has not succeeded (yet)."""
-    model = services.store.models.get(model_id)
+    model = await run_in_threadpool(services.store.models.get, model_id)
     if model is None:
         raise not_found("model", model_id)
     if model.artifact_id is None:
@@ -94,6 +101,7 @@ def get_model_artifact(
             "not_compiled",
             state=model.state,
         )
-    artifact = present(services.store.schedules.get_artifact(model.artifact_id), "artifact")
+    stored = await run_in_threadpool(services.store.schedules.get_artifact, model.artifact_id)
+    artifact = present(stored, "artifact")
     name = f"tunehub-model{model_id}-{artifact.sha256[:12]}.so"
-    return artifact_response(request, services.settings.artifacts, artifact, name)
+    return await artifact_response(request, services.artifacts, artifact, name)

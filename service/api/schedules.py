@@ -12,7 +12,7 @@ from starlette.concurrency import run_in_threadpool
 from schedules_db import browse, lookups
 from schedules_db.browse import ScheduleFilter
 from service.api.deps import ServicesDep, StoreDep
-from service.api.files import artifact_response
+from service.api.files import STORE_FAILURES, artifact_response
 from service.api.models import ScheduleDetail, ScheduleOut
 from service.api.paging import PAGE_HEADERS, Paging, page_headers
 from service.api.usecases.best_schedule import NOT_TUNED, best_schedule
@@ -38,6 +38,7 @@ ARTIFACT_RESPONSES: dict[int | str, dict[str, Any]] = {
             "X-Content-SHA256": {"description": "the sha256", "schema": {"type": "string"}},
         },
     },
+    **STORE_FAILURES,
     **responses(304, 404),
 }
 
@@ -144,4 +145,4 @@ async def get_artifact(
     if artifact is None:
         raise not_found("schedule", schedule_id)
     name = f"tunehub-schedule{schedule_id}-{artifact.sha256[:12]}.so"
-    return artifact_response(request, services.settings.artifacts, artifact, name)
+    return await artifact_response(request, services.artifacts, artifact, name)

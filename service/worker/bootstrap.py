@@ -11,6 +11,7 @@ from datetime import timedelta
 from typing import Any
 
 from schedules_db import Store, make_engine, upgrade_schema
+from service.artifact_files import open_blob_store
 from service.queue import make_celery, queue_name
 from service.settings import Settings
 from service.targets import find_named_target, record_target, resolve_named
@@ -107,6 +108,7 @@ def run_worker(
     context = WorkerContext(
         store=store,
         artifact_dir=settings.artifacts,
+        blobs=open_blob_store(settings, engine),
         worker_name=node,
         stale_after=timedelta(seconds=settings.stale_after_s),
         heartbeat_every_s=settings.heartbeat_every_s,

@@ -5,11 +5,12 @@ verified best of every task on the model's target, and hands the uploaded file a
 records to an isolated child (`tuning.sandbox.user_model.compile_model`: the model is user
 input, parsed and run only in the jail), which builds it untuned and tuned with the same
 pipeline the tasks were extracted with, checks both agree on the same inputs, times both and
-exports the tuned Relax VM library. The worker then writes the library into the artifact
-directory (fsynced) and marks the model succeeded with the figures in one transaction. While it
-compiles, a thread heart-beats the model; a worker killed mid-compile leaves a stale heartbeat
-and another worker (woken by the reaper) compiles it again from the start; so does a compile
-that found every isolated slot busy (it stops heart-beating and lapses).
+exports the tuned Relax VM library. The worker then stores the library in the artifact
+store (whole or not at all) and marks the model succeeded with the figures in one
+transaction. While it compiles, a thread heart-beats the model; a worker killed mid-compile
+leaves a stale heartbeat and another worker (woken by the reaper) compiles it again from the
+start; so does a compile that found every isolated slot busy (it stops heart-beating and
+lapses).
 """
 
 from __future__ import annotations
@@ -25,11 +26,11 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from schedules_db.blobs import BlobStore
 from schedules_db.store import Store
 from schedules_db.values import ModelJob, PublishedModel
 from service.worker.model_budget import spend_reserve
 from tuning.models.inputs import ModelInput
-from tuning.publish.artifacts import publish
 from tuning.sandbox import SandboxBusy
 from tuning.sandbox.user_model import compile_model
 
@@ -40,7 +41,7 @@ def compile_ready_models(
     store: Store,
     target_ids: list[int],
     worker: str,
-    artifact_dir: Path,
+    blobs: BlobStore,
     stale_after: timedelta,
     heartbeat_every_s: float,
 ) -> list[str]:
@@ -56,12 +57,12 @@ def compile_ready_models(
             if continued and not store.models.claim_compile(model.id, worker, stale_after):
                 outcomes.append("continued")
                 continue
-            outcomes.append(compile_one(store, model.id, worker, artifact_dir, heartbeat_every_s))
+            outcomes.append(compile_one(store, model.id, worker, blobs, heartbeat_every_s))
     return outcomes
 
 
 def compile_one(
-    store: Store, model_id: int, worker: str, artifact_dir: Path, heartbeat_every_s: float
+    store: Store, model_id: int, worker: str, blobs: BlobStore, heartbeat_every_s: float
 ) -> str:
     """Compile a model this worker has claimed; its final state ("lost" when another worker
     took the compile over)."""
@@ -70,17 +71,17 @@ def compile_one(
     work_dir = Path(tempfile.mkdtemp(prefix=f"tunehub-model{model_id}-"))
     try:
         with _beating(store, model_id, worker, heartbeat_every_s) as lost:
-            compiled = _compile(store, model, artifact_dir, work_dir)
+            compiled = _compile(store, model, blobs, work_dir)
             if lost.is_set():
                 return "lost"
             if _cancel_requested(store, model_id):
                 store.models.cancel_compiling(model_id, worker)
                 return "cancelled"
-            stored = publish(artifact_dir, compiled.path, ".so")
+            stored = blobs.put(compiled.path, ".so")
             published = PublishedModel(
                 artifact_sha256=stored.sha256,
                 artifact_size=stored.size,
-                artifact_path=stored.relpath,
+                artifact_path=stored.path,
                 tasks_applied=compiled.applied,
                 untuned_ms=compiled.untuned_ms,
                 tuned_ms=compiled.tuned_ms,
@@ -110,13 +111,13 @@ def _cancel_requested(store: Store, model_id: int) -> bool:
     return model is not None and model.cancel_requested
 
 
-def _compile(store: Store, model: ModelJob, artifact_dir: Path, work_dir: Path) -> Any:
+def _compile(store: Store, model: ModelJob, blobs: BlobStore, work_dir: Path) -> Any:
     """The model compiled in isolation with its tasks' verified bests on its target."""
     target = store.catalog.get_target(model.target_id)
     source_row = store.schedules.get_artifact(model.source_artifact_id)
     if target is None or source_row is None:
         raise LookupError(f"model {model.id}: its target or uploaded file is gone")
-    source = (artifact_dir / source_row.path).read_bytes()
+    source = blobs.read_to(source_row, work_dir / "uploaded-model").read_bytes()  # verified
     records = []
     for task in store.models.tasks(model.id):
         best = store.schedules.best(task.task.workload_id, model.target_id)

@@ -23,9 +23,11 @@ from typing import Any
 
 from tvm.target import Target
 
+from schedules_db.blobs import BlobStore, DirectoryBlobs
 from schedules_db.store import Store
 from schedules_db.values import JobState
 from service.settings import default_timing_ms
+from service.worker.cost_model_files import CostModelFiles
 from service.worker.heartbeat import Heartbeat, JobBeat
 from service.worker.job_store import LostOwnership, OwnedJob, load_inputs
 from service.worker.model_compile import compile_ready_models
@@ -46,6 +48,8 @@ class WorkerContext:
     """What a worker needs to run jobs (and its one heartbeat, `heartbeat`)."""
 
     store: Store
+    # The worker's local artifact folder: working copies of cost models, and the artifact
+    # store itself unless ``blobs`` names another (the database store of a fleet).
     artifact_dir: Path
     worker_name: str
     stale_after: timedelta = timedelta(seconds=90)
@@ -55,10 +59,19 @@ class WorkerContext:
     seed: int | None = None
     target_ids: tuple[int, ...] = ()
     rpc: RpcSpec | None = None  # measure on a device behind a TVM RPC tracker instead of here
+    blobs: BlobStore | None = None  # where artifacts go; None: a directory at artifact_dir
     heartbeat: Heartbeat = field(init=False)
 
     def __post_init__(self) -> None:
+        if self.blobs is None:
+            self.blobs = DirectoryBlobs(self.artifact_dir)
         self.heartbeat = Heartbeat(self.store, self.worker_name, self.heartbeat_every_s)
+
+    @property
+    def artifact_store(self) -> BlobStore:
+        """Where this worker stores and reads artifacts."""
+        assert self.blobs is not None, "set in __post_init__"
+        return self.blobs
 
     def measurer_for(self, canonical: dict[str, Any], work_dir: Path) -> Measurer:
         """Where this worker runs a job's kernels for a target: its jailed runner (files under
@@ -92,7 +105,7 @@ def compile_ready(ctx: WorkerContext) -> None:
             ctx.store,
             list(ctx.target_ids),
             ctx.worker_name,
-            ctx.artifact_dir,
+            ctx.artifact_store,
             ctx.stale_after,
             ctx.heartbeat_every_s,
         )
@@ -147,12 +160,12 @@ def _tune_and_publish(
             beat,
             work_dir,
             measurer=measurer,
-            artifact_dir=ctx.artifact_dir,
+            cost_models=CostModelFiles(ctx.store, ctx.artifact_store, ctx.artifact_dir),
             num_trials_per_iter=ctx.num_trials_per_iter,
             seed=ctx.seed,
         )
         schedule_id = verify_and_publish(
-            ctx.store, inputs, target, owned, measurer, work_dir, ctx.artifact_dir
+            ctx.store, inputs, target, owned, measurer, work_dir, ctx.artifact_store
         )
     supersede_answers(ctx.store, inputs)
     return schedule_id

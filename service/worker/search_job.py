@@ -23,6 +23,7 @@ from typing import Any
 from tvm.s_tir.meta_schedule import TuneContext
 
 from schedules_db.store import Store
+from service.worker.cost_model_files import CostModelFiles
 from service.worker.heartbeat import JobBeat
 from service.worker.job_store import JobInputs, LostOwnership, OwnedJob
 from service.worker.search_storage import StoreSearchStorage, stored_workload
@@ -33,7 +34,6 @@ from tuning.hardware.host import physical_cores
 from tuning.hardware.intrinsics import load_tensor_intrinsics
 from tuning.hardware.roofline import AT_ROOFLINE, at_roofline
 from tuning.ir import layout_free_operands, structural_hash
-from tuning.search.cost_model import refresh
 from tuning.search.loop import BatchReport, SearchCancelled, run_search
 from tuning.search.seeding import neighbour_seeds
 from tuning.search.spaces import space_generator, space_module
@@ -54,7 +54,7 @@ def search(
     work_dir: Path,
     *,
     measurer: Measurer,
-    artifact_dir: Path,
+    cost_models: CostModelFiles,
     num_trials_per_iter: int,
     seed: int | None,
 ) -> None:
@@ -91,7 +91,7 @@ def search(
     )
     cost_model_path = None
     if job.transfer_cost_model:
-        cost_model_path = _transferred_model(job.id, storage, inputs, target, artifact_dir, owned)
+        cost_model_path = _transferred_model(job.id, storage, inputs, target, cost_models, owned)
     try:
         run_search(
             search_mod,
@@ -168,13 +168,13 @@ def _transferred_model(
     storage: StoreSearchStorage,
     inputs: JobInputs,
     target: Any,
-    artifact_dir: Path,
+    cost_models: CostModelFiles,
     owned: OwnedJob,
 ) -> Path | None:
     """The target's transferred cost model (retrained first when enough records arrived), or
     None: too few records yet, or training failed (the search then starts cold)."""
     try:
-        path = refresh(storage, inputs.target.key, target, artifact_dir, physical_cores())
+        path = cost_models.current(storage, inputs.target.key, target, physical_cores())
     except Exception:  # noqa: BLE001 - a model is an optimisation, never a reason to fail
         log.exception("job %s: cost model transfer failed; starting cold", job_id)
         return None

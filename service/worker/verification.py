@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from schedules_db.blobs import BlobStore
 from schedules_db.store import Store
 from schedules_db.values import NewSchedule, Record, Workload
 from service.worker.job_store import JobInputs, OwnedJob
@@ -32,7 +33,6 @@ from tuning.catalog.dtypes import random_operand, summed_tolerance, widen_tolera
 from tuning.hardware.devices import KernelSession, Measurer
 from tuning.hardware.host import current_tvm_series
 from tuning.ir import arg_specs, reduction_length
-from tuning.publish.artifacts import publish
 from tuning.publish.packing import PackedParam, split_packed
 from tuning.publish.verify import (
     CANDIDATE_FAILURES,
@@ -100,7 +100,7 @@ def verify_and_publish(
     owned: OwnedJob,
     measurer: Measurer,
     work_dir: Path,
-    artifact_dir: Path,
+    blobs: BlobStore,
 ) -> int:
     """Verify the job's fastest stored candidates and publish the winner (`Winner`); its
     schedule id. Raises `VerificationError` when no candidate passes, `LostOwnership` when
@@ -113,7 +113,7 @@ def verify_and_publish(
         if record is not None:
             top.append(record)  # the best to beat, re-measured beside the candidates
     winner = _pick_winner(inputs, top, target, measurer, work_dir)
-    artifact = publish(artifact_dir, winner.library)
+    artifact = blobs.put(winner.library, ".so")
     record = winner.record
     _raise_peak_to(store, inputs, winner.latency_us)
     return owned.publish(
@@ -126,7 +126,7 @@ def verify_and_publish(
             tir=winner.scheduled.script(),
             artifact_sha256=artifact.sha256,
             artifact_size=artifact.size,
-            artifact_path=artifact.relpath,
+            artifact_path=artifact.path,
             tvm_series=current_tvm_series(),
             space=record.space if record is not None else "plain",
             packed_params=[param.as_json() for param in winner.packed],

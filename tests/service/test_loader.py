@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from schedules_db import Store, make_engine, upgrade_schema
+from schedules_db.blobs import DirectoryBlobs
 from schedules_db.values import NewSchedule
 from service.app import create_app
 from service.client import TunehubClient
@@ -30,7 +31,6 @@ from tests.tuning.test_spaces import _packed_sample
 from tuning.catalog import get_operator
 from tuning.catalog.workload import catalog_workload
 from tuning.hardware.host import current_tvm_series
-from tuning.publish.artifacts import publish
 from tuning.publish.packing import split_packed
 from tuning.publish.verify import build_library
 
@@ -62,9 +62,9 @@ def _publish(store: Store, spec, tir: str, library: Path, artifacts: Path, packe
     target_id, workload_id = host_and_workload(store, spec)
     job = store.jobs.create(workload_id, target_id, 8, "q")
     assert store.jobs.claim(job.id, "w", timedelta(seconds=60))
-    stored = publish(artifacts, library)
+    stored = DirectoryBlobs(artifacts).put(library, ".so")
     schedule = NewSchedule(
-        None, 1.0, 2.0, 0.0, tir, stored.sha256, stored.size, stored.relpath,
+        None, 1.0, 2.0, 0.0, tir, stored.sha256, stored.size, stored.path,
         tvm_series=current_tvm_series(), space="packed" if packed else "plain",
         packed_params=[p.as_json() for p in packed],
     )  # fmt: skip

@@ -10,7 +10,7 @@ budget goes in two rounds instead of MetaSchedule's gradient: half split by work
 furthest from their roofline (`service.worker.model_budget`).
 
 As for jobs, everything is validated before anything is written; a refusal is a 4xx naming the
-field, and the store and artifact directory are left as they were.
+field, and the store and artifact store are left as they were.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from schedules_db import Store
+from schedules_db.blobs import BlobStore
 from schedules_db.values import JobState, ModelJob, NewModelTask
 from service.api.usecases.admission import admitted_target
 from service.api.usecases.dispatch import dispatch_or_defer, wake_compile_or_defer
@@ -34,7 +35,6 @@ from service.settings import Settings
 from service.targets import record_target
 from service.untrusted_input import parsed_model
 from tuning.models.inputs import ModelInput
-from tuning.publish.artifacts import publish
 from tuning.sandbox.user_model import ParsedModel
 from tuning.search.spaces import resolve_space
 
@@ -80,7 +80,12 @@ def split_budget(total: int, sizes: list[float]) -> list[int]:
 
 
 def create_model(
-    store: Store, queue: JobQueue, settings: Settings, who: Identity, body: ModelCreate
+    store: Store,
+    queue: JobQueue,
+    settings: Settings,
+    blobs: BlobStore,
+    who: Identity,
+    body: ModelCreate,
 ) -> ModelJob:
     """Record the model ``body`` describes for ``who`` and send its task jobs; returns the
     model as stored (`tuning`; its compile is woken at once when every task is a cache hit).
@@ -107,7 +112,7 @@ def create_model(
     )
 
     stored_target = record_target(store, body.target, target)
-    artifact = _store_source(store, settings, body.format, source)
+    artifact = _store_source(store, blobs, body.format, source)
     queue_of_target = queue_name(stored_target.key)
     sizes = [task.weight * max(task.flop, 1.0) for task in parsed.tasks]
     first_round = first_round_trials(body.trials, len(parsed.tasks))
@@ -165,10 +170,10 @@ def _outputs(parsed: ParsedModel) -> list[dict[str, Any]]:
     return [{"shape": list(o.shape), "dtype": o.dtype} for o in parsed.outputs]
 
 
-def _store_source(store: Store, settings: Settings, fmt: str, source: bytes) -> Any:
-    """The uploaded file, content-addressed in the artifact directory, and its artifact row."""
+def _store_source(store: Store, blobs: BlobStore, fmt: str, source: bytes) -> Any:
+    """The uploaded file, content-addressed in the artifact store, and its artifact row."""
     with tempfile.TemporaryDirectory(prefix="tunehub-upload-") as scratch:
         path = Path(scratch) / "model"
         path.write_bytes(source)
-        stored = publish(settings.artifacts, path, SOURCE_SUFFIX[fmt])
-    return store.models.create_source(stored.sha256, stored.size, stored.relpath, f"model-{fmt}")
+        stored = blobs.put(path, SOURCE_SUFFIX[fmt])
+    return store.models.create_source(stored.sha256, stored.size, stored.path, f"model-{fmt}")

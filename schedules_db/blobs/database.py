@@ -1,0 +1,104 @@
+"""The artifact store in the database: a ``blobs`` row per file and its bytes in
+``blob_chunks`` rows of at most `CHUNK_BYTES`, all inserted in one transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+from sqlalchemy import Engine, delete, insert, select, update
+from sqlalchemy.exc import DBAPIError, IntegrityError
+
+from schedules_db.blobs.base import (
+    CHUNK_BYTES,
+    BlobKey,
+    BlobListing,
+    BlobMissing,
+    BlobStore,
+    BlobUnavailable,
+    StoredBlob,
+    blob_path,
+    file_sha256,
+)
+from schedules_db.models import BlobChunkRow, BlobRow, utcnow
+
+
+class DatabaseBlobs(BlobStore):
+    """Blobs in the store's own database (PostgreSQL in a fleet; SQLite works too)."""
+
+    kind = "database"
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def put(self, source: Path, suffix: str = "") -> StoredBlob:
+        sha = file_sha256(source)
+        size = source.stat().st_size
+        stored = StoredBlob(sha256=sha, size=size, path=blob_path(sha, suffix))
+        if self._touch(sha):
+            return stored
+        chunks = max(1, -(-size // CHUNK_BYTES))
+        try:
+            with self.engine.begin() as conn, open(source, "rb") as handle:
+                row = {"sha256": sha, "size": size, "chunks": chunks, "created_at": utcnow()}
+                conn.execute(insert(BlobRow), row)
+                for seq in range(chunks):
+                    data = handle.read(CHUNK_BYTES)
+                    conn.execute(insert(BlobChunkRow), {"sha256": sha, "seq": seq, "data": data})
+        except IntegrityError:
+            if not self.has(stored):  # another writer's insert of the same bytes won
+                raise
+        except DBAPIError as err:
+            raise BlobUnavailable(f"the database refused blob {sha}: {err}") from err
+        return stored
+
+    def chunks(self, key: BlobKey) -> Iterator[bytes]:
+        try:
+            with self.engine.connect() as conn:
+                count = conn.execute(
+                    select(BlobRow.chunks).where(BlobRow.sha256 == key.sha256)
+                ).scalar()
+                if count is None:
+                    raise BlobMissing(f"blob {key.sha256} is not in the database")
+                for seq in range(count):
+                    data = conn.execute(
+                        select(BlobChunkRow.data).where(
+                            BlobChunkRow.sha256 == key.sha256, BlobChunkRow.seq == seq
+                        )
+                    ).scalar()
+                    if data is None:
+                        raise BlobMissing(f"blob {key.sha256}: chunk {seq} is gone")
+                    yield bytes(data)
+        except DBAPIError as err:
+            raise BlobUnavailable(f"the database failed reading blob {key.sha256}: {err}") from err
+
+    def _touch(self, sha: str) -> bool:
+        """Mark a stored blob as just written (garbage collection spares it for its grace
+        period, so a publish that reuses it is not raced); whether it is stored."""
+        try:
+            with self.engine.begin() as conn:
+                touched = conn.execute(
+                    update(BlobRow).where(BlobRow.sha256 == sha).values(created_at=utcnow())
+                )
+                return touched.rowcount == 1
+        except DBAPIError as err:
+            raise BlobUnavailable(f"the database is unreachable: {err}") from err
+
+    def has(self, key: BlobKey) -> bool:
+        try:
+            with self.engine.connect() as conn:
+                found = conn.execute(select(BlobRow.sha256).where(BlobRow.sha256 == key.sha256))
+                return found.first() is not None
+        except DBAPIError as err:
+            raise BlobUnavailable(f"the database is unreachable: {err}") from err
+
+    def delete(self, key: BlobKey) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(delete(BlobChunkRow).where(BlobChunkRow.sha256 == key.sha256))
+            conn.execute(delete(BlobRow).where(BlobRow.sha256 == key.sha256))
+
+    def stored(self) -> Iterator[BlobListing]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(BlobRow.sha256, BlobRow.created_at)).all()
+        for sha, created in rows:
+            yield BlobListing(sha, blob_path(sha), created)

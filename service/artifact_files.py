@@ -1,0 +1,94 @@
+"""The artifact store of this deployment (`open_blob_store`), and the verified local files an
+API process serves downloads from (`ArtifactFiles`).
+
+A download is served from a local file only once its bytes hashed to their sha256: with the
+directory store that is the store's own file, hashed on every download; with the database
+store it is a copy in the process's cache (``<data_dir>/artifact-cache``), filled in chunks
+from the database, verified as it is written, renamed into place only when whole, and
+re-hashed before each serve. So a corrupt blob is never served, and a database outage ends a
+download before its status line, never as a truncated 200. The database stays the truth: the
+cache is dropped oldest first past ``artifact_cache_bytes`` and refilled on demand.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+
+from sqlalchemy import Engine
+
+from schedules_db.blobs import (
+    BlobCorrupt,
+    BlobKey,
+    BlobStore,
+    DatabaseBlobs,
+    DirectoryBlobs,
+    file_sha256,
+)
+from service.settings import Settings
+
+log = logging.getLogger("tunehub.artifacts")
+RECENT_S = 60.0  # a cached file used this recently is never dropped (a download may be reading it)
+
+
+def open_blob_store(settings: Settings, engine: Engine) -> BlobStore:
+    """The artifact store ``settings.artifact_store`` names, over ``engine`` or in the
+    artifact directory."""
+    if settings.artifact_store == "database":
+        return DatabaseBlobs(engine)
+    settings.artifacts.mkdir(parents=True, exist_ok=True)
+    return DirectoryBlobs(settings.artifacts)
+
+
+class ArtifactFiles:
+    """Local, verified files of the store's blobs (see the module docstring). Thread-safe:
+    every file appears by an atomic rename; the eviction runs under a lock."""
+
+    def __init__(self, blobs: BlobStore, cache_dir: Path, cache_bytes: int) -> None:
+        self.blobs = blobs
+        self.cache_dir = cache_dir
+        self.cache_bytes = cache_bytes
+        self._evicting = threading.Lock()
+
+    def verified_file(self, key: BlobKey) -> Path:
+        """A local file holding the blob's bytes, just verified. Raises `BlobMissing`,
+        `BlobCorrupt` (logged) or `BlobUnavailable`."""
+        if isinstance(self.blobs, DirectoryBlobs):
+            path = self.blobs.file(key)
+        else:
+            path = self.cache_dir / key.sha256[:2] / key.sha256
+            if not path.is_file():
+                self.blobs.read_to(key, path)  # verified before the rename
+                self._evict()
+            else:
+                os.utime(path)  # used: dropped last
+        found = file_sha256(path)
+        if found != key.sha256:
+            log.error("artifact %s: the bytes at %s hash to %s; not served", key.sha256, path,
+                      found)  # fmt: skip
+            if not isinstance(self.blobs, DirectoryBlobs):
+                path.unlink(missing_ok=True)  # a damaged copy: the next download refills it
+            raise BlobCorrupt(f"artifact {key.sha256}: its stored bytes are damaged")
+        return path
+
+    def _evict(self) -> None:
+        """Drop the least recently used cached files while the cache holds more than
+        ``cache_bytes`` (never one used in the last `RECENT_S`)."""
+        with self._evicting:
+            files = [
+                (p.stat().st_mtime, p.stat().st_size, p)
+                for p in self.cache_dir.glob("??/*")
+                if p.is_file() and not p.name.startswith(".")
+            ]
+            total = sum(size for _, size, _ in files)
+            now = time.time()
+            for mtime, size, path in sorted(files):
+                if total <= self.cache_bytes:
+                    break
+                if now - mtime < RECENT_S:
+                    continue
+                path.unlink(missing_ok=True)
+                total -= size
