@@ -40,10 +40,10 @@ from service.errors import (
 from service.limits import BodyLimit, route_caps
 from service.openapi_doc import install_openapi
 from service.queue import JobQueue
-from service.quotas import WriteLimiter
 from service.reaper import Reaper
 from service.refusals import Refusal, refusal_handler
 from service.settings import Settings
+from service.shared_limits import shared_limits
 from tuning.hardware.host import current_tvm_series
 from tuning.sandbox import set_max_concurrent
 
@@ -69,13 +69,13 @@ def create_app(settings: Settings | None = None, run_reaper: bool = True) -> Fas
             store=Store(engine, tvm_series=current_tvm_series()),
             queue=JobQueue(settings),
             tokens=TokenStore(engine),
-            write_limiter=WriteLimiter(settings.write_rate_per_s, settings.write_burst),
+            limits=shared_limits(settings),
             sessions=DashboardSessions(engine),
             blobs=blobs,
             artifacts=ArtifactFiles(blobs, settings.artifact_cache, settings.artifact_cache_bytes),
         )
         install_services(app, services)
-        reaper = Reaper(services.store, services.queue, settings) if run_reaper else None
+        reaper = Reaper(services.store, services.queue, settings, blobs) if run_reaper else None
         if reaper:
             reaper.start()
         try:
@@ -83,7 +83,9 @@ def create_app(settings: Settings | None = None, run_reaper: bool = True) -> Fas
         finally:
             if reaper:
                 reaper.stopped.set()
+                reaper.join(timeout=10)  # it gives its lease up: another replica reaps at once
             services.queue.close()
+            services.limits.close()
             engine.dispose()
 
     app = FastAPI(

@@ -148,7 +148,7 @@ class Access:
     ) -> Identity:
         identity = await self._admitted(request, credentials)
         if self.write:
-            services(request).write_limiter.check(identity.limit_key)
+            services(request).limits.writes.check(identity.limit_key)
         return identity
 
     async def admit(self, request: Request) -> None:

@@ -17,7 +17,7 @@ from typing import cast
 
 import httpx
 
-from service import host_cli, token_cli
+from service import artifact_cli, host_cli, token_cli
 from service.client import IntegrityError, TunehubError
 from service.client.commands import add_parsers as add_client_parsers
 from service.client.model_commands import add_parsers as add_model_parsers
@@ -50,6 +50,7 @@ def build_parser(token_commands: bool = True) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     host_cli.add_parsers(sub, _data_options, _settings)
     token_cli.add_parser(sub, _data_options, _settings, subcommands=token_commands)
+    artifact_cli.add_parser(sub, _data_options, _settings)
     add_client_parsers(sub)
     add_model_parsers(sub)
     return parser

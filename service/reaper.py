@@ -7,17 +7,29 @@ lost (a SQLite-broker message delivered to a worker that was SIGKILLed stays inv
 worker gone) whose last wake-up is older than that delay, and (4) deletes delivered messages
 that the SQLite broker keeps. Jobs are sent as the routes send
 them (`service.api.usecases.dispatch`); a broker that is down ends a sweep, and the next one
-retries.
+retries. Every ``gc_every_s`` it also collects the artifact store's garbage
+(`schedules_db.blobs.collect`).
+
+One replica of a deployment reaps at a time: each period every replica's reaper tries to hold
+the ``reaper`` lease (`schedules_db.store.leases`) for `LEASE_PERIODS` periods, and only its
+holder sweeps. A holder that dies stops renewing; another replica takes the lease at its first
+period after the lease expired, so within ``LEASE_PERIODS + 1`` periods.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import socket
 import threading
+import time
+import uuid
 from datetime import timedelta
 
 from sqlalchemy import create_engine, text
 
+from schedules_db.blobs import BlobStore, collect_garbage
 from schedules_db.models import utcnow
 from schedules_db.store import Store
 from service.api.usecases.dispatch import dispatch, wake_compile
@@ -25,22 +37,47 @@ from service.queue import JobQueue
 from service.settings import Settings
 
 log = logging.getLogger("tunehub.reaper")
+LEASE = "reaper"
+LEASE_PERIODS = 2  # the lease lasts this many reaper periods; the holder renews every period
 
 
 class Reaper(threading.Thread):
-    """A daemon thread of the API process running `sweep` every ``settings.reaper_every_s``."""
+    """A daemon thread of the API process running `sweep` every ``settings.reaper_every_s``
+    while it holds the deployment's reaper lease."""
 
-    def __init__(self, store: Store, queue: JobQueue, settings: Settings) -> None:
+    def __init__(
+        self, store: Store, queue: JobQueue, settings: Settings, blobs: BlobStore | None = None
+    ) -> None:
         super().__init__(name="tunehub-reaper", daemon=True)
-        self.store, self.queue, self.settings = store, queue, settings
+        self.store, self.queue, self.settings, self.blobs = store, queue, settings, blobs
         self.stopped = threading.Event()
+        self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._collected_at = time.monotonic()  # the first collection waits one gc period
 
     def run(self) -> None:
-        while not self.stopped.wait(self.settings.reaper_every_s):
-            try:
-                self.sweep()
-            except Exception:
-                log.exception("reaper sweep failed; retrying next period")
+        lease = timedelta(seconds=self.settings.reaper_every_s * LEASE_PERIODS)
+        try:
+            while not self.stopped.wait(self.settings.reaper_every_s):
+                try:
+                    if self.store.leases.hold(LEASE, self.holder, lease):
+                        self.sweep()
+                        self._collect_if_due()
+                except Exception:
+                    log.exception("reaper sweep failed; retrying next period")
+        finally:
+            with contextlib.suppress(Exception):
+                self.store.leases.release(LEASE, self.holder)  # another replica takes over now
+
+    def _collect_if_due(self) -> None:
+        """Collect the artifact store's garbage once every ``gc_every_s``."""
+        if self.blobs is None or self.settings.gc_every_s <= 0:
+            return
+        if time.monotonic() - self._collected_at < self.settings.gc_every_s:
+            return
+        self._collected_at = time.monotonic()
+        grace = timedelta(seconds=self.settings.gc_grace_s)
+        done = collect_garbage(self.store.engine, self.blobs, grace)
+        log.info("artifact store collected: %s", done)
 
     def sweep(self) -> dict[str, int]:
         """One pass over the job table; returns how many jobs each duty touched."""

@@ -6,7 +6,6 @@ a single token cannot hold every slot of the process (a child may take its whole
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -14,6 +13,7 @@ from typing import Any
 from service.errors import invalid
 from service.quotas import too_many
 from service.refusals import Refusal, refusal_schema
+from service.shared_limits import ParseGate
 from tuning.models.inputs import ModelInput
 from tuning.sandbox import SandboxBusy, SandboxUnavailable, holding_slot
 from tuning.sandbox.user_model import ModelRejected, ParsedModel, ParsedTask, parse_model
@@ -26,39 +26,27 @@ ISOLATION_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
-_parsing: set[str] = set()  # identities (their limit keys) with a parse under way
-_parsing_lock = threading.Lock()
-RETRY_OWN_PARSE_S = 5
-
-
 @contextmanager
-def isolated_parser(who: str) -> Iterator[None]:
+def isolated_parser(gate: ParseGate, who: str) -> Iterator[None]:
     """Translate the sandbox's busy and unavailable states into 429 and 503 answers, and
-    refuse (429) a second parse of the identity ``who`` while its first one runs."""
-    with _parsing_lock:
-        if who in _parsing:
-            raise too_many(
-                "this identity's previous code upload is still being parsed",
-                "parse_in_progress",
-                RETRY_OWN_PARSE_S,
-            )
-        _parsing.add(who)
-    try:
-        with holding_slot():  # one slot for every child of this request
-            yield
-    except SandboxBusy as err:
-        raise too_many(str(err), "parsers_busy", err.retry_after) from None
-    except SandboxUnavailable as err:
-        raise Refusal(503, str(err), "isolation_unavailable") from None
-    finally:
-        with _parsing_lock:
-            _parsing.discard(who)
+    refuse (429) a second parse of the identity ``who`` while its first one runs on any replica
+    (``gate``: `service.shared_limits`)."""
+    with gate.parsing(who):
+        try:
+            with holding_slot():  # one slot for every child of this request
+                yield
+        except SandboxBusy as err:
+            raise too_many(str(err), "parsers_busy", err.retry_after) from None
+        except SandboxUnavailable as err:
+            raise Refusal(503, str(err), "isolation_unavailable") from None
 
 
-def parsed_tir(fmt: str, source: str, loc: Sequence[str | int], who: str) -> ParsedTir:
+def parsed_tir(
+    gate: ParseGate, fmt: str, source: str, loc: Sequence[str | int], who: str
+) -> ParsedTir:
     """The workload of TIR submitted by ``who``, parsed and re-derived in isolation; a 422 at
     ``loc`` (with the parser's reason) when it is refused."""
-    with isolated_parser(who):
+    with isolated_parser(gate, who):
         try:
             return parse_untrusted(fmt, source)
         except TirRejected as err:
@@ -66,21 +54,26 @@ def parsed_tir(fmt: str, source: str, loc: Sequence[str | int], who: str) -> Par
 
 
 def parsed_model(
-    fmt: str, source: bytes, inputs: list[ModelInput], target: dict[str, Any], who: str
+    gate: ParseGate,
+    fmt: str,
+    source: bytes,
+    inputs: list[ModelInput],
+    target: dict[str, Any],
+    who: str,
 ) -> ParsedModel:
     """The tasks of a model submitted by ``who``, parsed, fused and extracted in isolation and
     re-derived in a second child; a 422 at ``source`` or ``inputs`` when it is refused."""
-    with isolated_parser(who):
+    with isolated_parser(gate, who):
         try:
             return parse_model(fmt, source, inputs, target)
         except ModelRejected as err:
             raise invalid(("body", err.field), str(err), "invalid_model") from None
 
 
-def parsed_tasks(sources: Sequence[TaskSource], who: str) -> list[ParsedTask]:
+def parsed_tasks(gate: ParseGate, sources: Sequence[TaskSource], who: str) -> list[ParsedTask]:
     """The workloads of the tasks a build sent (``who``), parsed and re-derived in isolation;
     a 422 at ``tasks`` (the reason names the task) when one is refused."""
-    with isolated_parser(who):
+    with isolated_parser(gate, who):
         try:
             return parse_tasks(sources)
         except ModelRejected as err:

@@ -33,7 +33,13 @@ LIGHT = (
 )  # fmt: skip
 # The command-line entry modules start either side of the service; at module level they stay
 # light (`tunehub --help` and the client commands import no server), heavy imports go in handlers.
-ENTRY = ("service.cli", "service.host_cli", "service.token_cli", "service.supervisor")
+ENTRY = (
+    "service.cli",
+    "service.host_cli",
+    "service.token_cli",
+    "service.artifact_cli",
+    "service.supervisor",
+)
 ENTRY_MODULE_LEVEL = (*LIGHT, *ENTRY, "service.settings")
 
 

@@ -85,6 +85,11 @@ class Schedules(Aggregate):
             row = s.get(ArtifactRow, artifact_id)
             return None if row is None else value_of(Artifact, row)
 
+    def all_artifacts(self) -> list[Artifact]:
+        """Every artifact row (schedule libraries, model sources and compiled models)."""
+        with self._session() as s:
+            return [value_of(Artifact, r) for r in s.scalars(select(ArtifactRow).order_by("id"))]
+
     def publish(self, job_id: int, worker: str, new: NewSchedule | None) -> int | None:
         """Publish a verified schedule and mark the job succeeded, in one transaction.
 

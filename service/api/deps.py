@@ -22,20 +22,20 @@ from schedules_db.sessions import DashboardSessions
 from schedules_db.tokens import TokenStore
 from service.artifact_files import ArtifactFiles
 from service.queue import JobQueue
-from service.quotas import WriteLimiter
 from service.settings import Settings
+from service.shared_limits import SharedLimits
 
 
 @dataclass(frozen=True)
 class Services:
     """The long-lived objects of one API process, shared by every request (each is thread-safe:
-    the store's contract, the token store, Celery's producer pool, the limiter's lock)."""
+    the store's contract, the token store, Celery's producer pool, the limits' locks)."""
 
     settings: Settings
     store: Store
     queue: JobQueue
     tokens: TokenStore
-    write_limiter: WriteLimiter
+    limits: SharedLimits  # write rates, one parse per identity, admission (maybe in Redis)
     sessions: DashboardSessions
     blobs: BlobStore  # where artifact bytes live (schedules_db.blobs)
     artifacts: ArtifactFiles  # verified local files of them, for downloads
@@ -79,8 +79,14 @@ async def get_blobs(request: Request) -> BlobStore:
     return services(request).blobs
 
 
+async def get_limits(request: Request) -> SharedLimits:
+    """Dependency: the limits shared by every replica."""
+    return services(request).limits
+
+
 ServicesDep = Annotated[Services, Depends(get_services)]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 StoreDep = Annotated[Store, Depends(get_store)]
 QueueDep = Annotated[JobQueue, Depends(get_queue)]
 BlobsDep = Annotated[BlobStore, Depends(get_blobs)]
+LimitsDep = Annotated[SharedLimits, Depends(get_limits)]

@@ -7,7 +7,7 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from service.api.deps import QueueDep, StoreDep
+from service.api.deps import LimitsDep, QueueDep, StoreDep
 from service.api.models import ExportOut, ImportOut
 from service.api.usecases.export_database import export_database as export
 from service.api.usecases.import_database import import_database as import_
@@ -32,10 +32,10 @@ def export_database(
 
 @router.post("/import", status_code=201, response_model=ImportOut, responses=ISOLATION_RESPONSES)
 def import_database(
-    body: ImportBody, who: CodeSubmitter, store: StoreDep, queue: QueueDep
+    body: ImportBody, who: CodeSubmitter, store: StoreDep, queue: QueueDep, limits: LimitsDep
 ) -> dict[str, Any]:
     """Store a JSON database's workloads and records for ``target`` and queue the verification
     of each workload's best. Needs ``submit-code`` (it carries modules and traces). Any bad
     line is a 422 naming the file and line, a workload another identity owns a 403
     ``not_owner``; nothing is written then."""
-    return import_(store, queue, who, body)
+    return import_(store, queue, limits, who, body)

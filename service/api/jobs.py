@@ -14,7 +14,7 @@ from starlette.concurrency import run_in_threadpool
 
 from schedules_db import browse, lookups
 from schedules_db.values import FINAL_STATES, JobState
-from service.api.deps import QueueDep, ServicesDep, SettingsDep, StoreDep
+from service.api.deps import LimitsDep, QueueDep, ServicesDep, SettingsDep, StoreDep
 from service.api.models import JobOut
 from service.api.paging import PAGE_HEADERS, Paging, page_headers
 from service.api.usecases.cancel_job import cancel_job as cancel
@@ -33,7 +33,12 @@ router = APIRouter(prefix="/jobs", tags=["jobs"], route_class=StrictRoute)
 
 @router.post("", status_code=201, response_model=JobOut, responses=ISOLATION_RESPONSES)
 def create_job(
-    body: JobCreate, who: Submitter, store: StoreDep, queue: QueueDep, settings: SettingsDep
+    body: JobCreate,
+    who: Submitter,
+    store: StoreDep,
+    queue: QueueDep,
+    settings: SettingsDep,
+    limits: LimitsDep,
 ) -> dict[str, Any]:
     """Validate a job completely, then record it and hand it to the target's queue.
 
@@ -44,7 +49,7 @@ def create_job(
     identity at its cap of queued + running jobs gets a 429. The job is the caller's:
     ``submitted_by`` is the identity (the body's field is accepted and ignored).
     """
-    return job_view(store, settings, create(store, queue, settings, who, body))
+    return job_view(store, settings, create(store, queue, settings, limits, who, body))
 
 
 # A job's schedule, once it succeeded: read from the first job of a page. (Declared so that a

@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 
-from service.api.deps import BlobsDep, QueueDep, ServicesDep, SettingsDep, StoreDep
+from service.api.deps import BlobsDep, LimitsDep, QueueDep, ServicesDep, SettingsDep, StoreDep
 from service.api.files import STORE_FAILURES, artifact_response
 from service.api.model_views import model_view
 from service.api.models import ModelOut
@@ -47,12 +47,13 @@ def create_model(
     queue: QueueDep,
     settings: SettingsDep,
     blobs: BlobsDep,
+    limits: LimitsDep,
 ) -> dict[str, Any]:
     """Parse a model in isolation, store its tasks and tune each through an ordinary job with
     its share of ``trials``; a worker of the target compiles the whole model once every task
     job is final. Needs ``submit-code`` (the file is user code). Nothing is written when any
     field is invalid or the parser refuses the model (422 naming ``source`` or ``inputs``)."""
-    return model_view(store, create(store, queue, settings, blobs, who, body))
+    return model_view(store, create(store, queue, settings, blobs, limits, who, body))
 
 
 @router.get("", response_model=list[ModelOut])

@@ -8,7 +8,7 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from service.api.deps import QueueDep, SettingsDep, StoreDep
+from service.api.deps import LimitsDep, QueueDep, SettingsDep, StoreDep
 from service.api.models import TaskUploadOut
 from service.api.usecases.tune_missing import tune_missing
 from service.auth import CodeSubmitter
@@ -26,11 +26,12 @@ def upload_tasks(
     store: StoreDep,
     queue: QueueDep,
     settings: SettingsDep,
+    limits: LimitsDep,
 ) -> dict[str, Any]:
     """Store the tasks a build misses (each its module as TVM JSON, parsed in isolation) and
     have each one without a verified best answered: a neighbour answer with its verifying job
     (at the service's priority), else a tuning job of the caller's. A task with a job under
     way gets no second one. Needs ``submit-code`` (the modules are user code); nothing is
     written when a task is refused (422 at ``tasks``, naming it)."""
-    key, label, states = tune_missing(store, queue, settings, who, body)
+    key, label, states = tune_missing(store, queue, settings, limits, who, body)
     return {"target": {"key": key, "label": label}, "tasks": [asdict(s) for s in states]}

@@ -69,7 +69,7 @@ def open_session(
     """Log in: 200 with the identity and its scopes, and the session cookie; 401 for a token
     that is unknown, expired or revoked; 403 from another origin; 400 with auth off; 429 past
     the client address's write rate (every POST is limited)."""
-    services.write_limiter.check(f"addr:{request.client.host if request.client else ''}")
+    services.limits.writes.check(f"addr:{request.client.host if request.client else ''}")
     if not services.settings.auth:
         raise Refusal(400, "auth is off: the dashboard needs no login", "auth_off")
     if not same_origin(request):
@@ -100,7 +100,7 @@ def open_session(
 )  # fmt: skip
 def logout(request: Request, response: Response, services: ServicesDep) -> dict[str, bool]:
     """Log out: end the session (its CSRF token is required) and clear the cookie."""
-    services.write_limiter.check(f"addr:{request.client.host if request.client else ''}")
+    services.limits.writes.check(f"addr:{request.client.host if request.client else ''}")
     session = session_of(request)
     ended = False
     if session:

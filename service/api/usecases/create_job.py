@@ -17,8 +17,10 @@ from service.api.usecases.dispatch import dispatch_or_defer
 from service.auth import Identity, require
 from service.errors import invalid, prefixed
 from service.queue import JobQueue, queue_name
+from service.quotas import check_active_jobs
 from service.schemas import JobCreate, OperatorSpec, TirSpec
 from service.settings import Settings
+from service.shared_limits import SharedLimits
 from service.targets import record_target
 from service.untrusted_input import parsed_tir
 from tuning.catalog import get_operator, list_operators
@@ -27,7 +29,12 @@ from tuning.search.spaces import SpaceError, resolve_space
 
 
 def create_job(
-    store: Store, queue: JobQueue, settings: Settings, who: Identity, body: JobCreate
+    store: Store,
+    queue: JobQueue,
+    settings: Settings,
+    limits: SharedLimits,
+    who: Identity,
+    body: JobCreate,
 ) -> Job:
     """Record the job ``body`` describes for ``who`` and hand it to its target's queue; returns
     the job as stored (``succeeded`` with ``cache_hit`` at once when a verified best already
@@ -42,7 +49,7 @@ def create_job(
     _check_rights(body, who)
     target = admitted_target(store, settings, who, body.trials, body.target)
     if body.tir is not None:
-        workload = _tir_workload(body.tir, who.limit_key)
+        workload = _tir_workload(limits, body.tir, who.limit_key)
     else:
         assert body.operator is not None  # JobCreate holds exactly one of the two
         workload = _catalog_workload(body.operator)
@@ -57,17 +64,21 @@ def create_job(
         workload.flop,
         owner=who.name,
     )
-    job = store.jobs.create(
-        stored_workload.id,
-        stored_target.id,
-        body.trials,
-        queue_name(stored_target.key),
-        who.name,
-        body.priority,
-        body.transfer_cost_model,
-        space,
-        space_must_match=body.space != "auto",
-    )
+    # Counted again under the identity's lock: two submissions (on any replicas) cannot both
+    # take the cap's last place.
+    with limits.admissions.admitting(who.name):
+        check_active_jobs(store.jobs.count_unfinished(who.name), settings.max_active_jobs)
+        job = store.jobs.create(
+            stored_workload.id,
+            stored_target.id,
+            body.trials,
+            queue_name(stored_target.key),
+            who.name,
+            body.priority,
+            body.transfer_cost_model,
+            space,
+            space_must_match=body.space != "auto",
+        )
     if job.state == JobState.QUEUED.value:
         dispatch_or_defer(store, queue, job)
     created = store.jobs.get(job.id)
@@ -110,9 +121,9 @@ def _job_space(body: JobCreate, target_kind: str) -> str:
         raise invalid(("body", "space"), str(err), "space_unavailable", body.space) from None
 
 
-def _tir_workload(tir: TirSpec, who: str) -> WorkloadSpec:
+def _tir_workload(limits: SharedLimits, tir: TirSpec, who: str) -> WorkloadSpec:
     """Raw TIR, parsed and re-derived in isolated children (never in the service's own)."""
-    parsed = parsed_tir(tir.format, tir.source, ("body", "tir", "source"), who)
+    parsed = parsed_tir(limits.parses, tir.format, tir.source, ("body", "tir", "source"), who)
     return WorkloadSpec(
         mod=None,
         shash=parsed.shash,

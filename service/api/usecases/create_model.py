@@ -32,6 +32,7 @@ from service.queue import JobQueue, queue_name
 from service.quotas import check_active_jobs
 from service.schemas import ModelCreate
 from service.settings import Settings
+from service.shared_limits import SharedLimits
 from service.targets import record_target
 from service.untrusted_input import parsed_model
 from tuning.models.inputs import ModelInput
@@ -84,6 +85,7 @@ def create_model(
     queue: JobQueue,
     settings: Settings,
     blobs: BlobStore,
+    limits: SharedLimits,
     who: Identity,
     body: ModelCreate,
 ) -> ModelJob:
@@ -98,7 +100,9 @@ def create_model(
     target = admitted_target(store, settings, who, body.trials, body.target)
     source = _source_bytes(body)
     inputs = [ModelInput(i.name, tuple(i.shape), i.dtype) for i in body.inputs]
-    parsed = parsed_model(body.format, source, inputs, target.canonical, who.limit_key)
+    parsed = parsed_model(
+        limits.parses, body.format, source, inputs, target.canonical, who.limit_key
+    )
     if body.trials < len(parsed.tasks):
         raise invalid(
             ("body", "trials"),
@@ -116,37 +120,44 @@ def create_model(
     queue_of_target = queue_name(stored_target.key)
     sizes = [task.weight * max(task.flop, 1.0) for task in parsed.tasks]
     first_round = first_round_trials(body.trials, len(parsed.tasks))
-    tasks: list[NewModelTask] = []
-    jobs = []
-    for task, trials in zip(parsed.tasks, split_budget(first_round, sizes), strict=True):
-        workload = store.catalog.get_or_create_workload(
-            task.shash, task.mod_json, None, {"task": task.name}, task.flop, owner=who.name
+    # Counted again under the identity's lock: two submissions (on any replicas) cannot both
+    # take the cap's last places.
+    with limits.admissions.admitting(who.name):
+        check_active_jobs(
+            store.jobs.count_unfinished(who.name) + len(parsed.tasks) - 1,
+            settings.max_active_jobs,
         )
-        space = resolve_space("auto", tuple(task.layout_free), target.kind)
-        job = store.jobs.create(
-            workload.id,
-            stored_target.id,
-            trials,
-            queue_of_target,
-            who.name,
-            space=space,
-            space_must_match=False,
+        tasks: list[NewModelTask] = []
+        jobs = []
+        for task, trials in zip(parsed.tasks, split_budget(first_round, sizes), strict=True):
+            workload = store.catalog.get_or_create_workload(
+                task.shash, task.mod_json, None, {"task": task.name}, task.flop, owner=who.name
+            )
+            space = resolve_space("auto", tuple(task.layout_free), target.kind)
+            job = store.jobs.create(
+                workload.id,
+                stored_target.id,
+                trials,
+                queue_of_target,
+                who.name,
+                space=space,
+                space_must_match=False,
+            )
+            jobs.append(job)
+            tasks.append(NewModelTask(task.name, task.weight, workload.id, job.id, trials))
+        model = store.models.create(
+            name=body.name,
+            fmt=body.format,
+            source_artifact_id=artifact.id,
+            inputs=[{"name": i.name, "shape": list(i.shape), "dtype": i.dtype} for i in inputs],
+            outputs=_outputs(parsed),
+            target_id=stored_target.id,
+            trials=body.trials,
+            queue=queue_of_target,
+            submitted_by=who.name,
+            tasks=tasks,
+            reserve_trials=body.trials - first_round,
         )
-        jobs.append(job)
-        tasks.append(NewModelTask(task.name, task.weight, workload.id, job.id, trials))
-    model = store.models.create(
-        name=body.name,
-        fmt=body.format,
-        source_artifact_id=artifact.id,
-        inputs=[{"name": i.name, "shape": list(i.shape), "dtype": i.dtype} for i in inputs],
-        outputs=_outputs(parsed),
-        target_id=stored_target.id,
-        trials=body.trials,
-        queue=queue_of_target,
-        submitted_by=who.name,
-        tasks=tasks,
-        reserve_trials=body.trials - first_round,
-    )
     for job in jobs:
         if job.state == JobState.QUEUED.value:
             dispatch_or_defer(store, queue, job)

@@ -26,6 +26,7 @@ from service.auth import Identity, check_target, forbidden
 from service.errors import invalid
 from service.queue import JobQueue, queue_name
 from service.schemas import ImportBody
+from service.shared_limits import ParseGate, SharedLimits
 from service.targets import record_target
 from service.untrusted_input import isolated_parser
 from tuning.publish.interchange import (
@@ -45,7 +46,7 @@ MAX_RECORDS = 200_000
 
 
 def import_database(
-    store: Store, queue: JobQueue, who: Identity, body: ImportBody
+    store: Store, queue: JobQueue, limits: SharedLimits, who: Identity, body: ImportBody
 ) -> dict[str, Any]:
     """Store the database's workloads and records for its target and queue the verification of
     each workload's best; returns what was stored (`service.api.models.ImportOut`).
@@ -60,7 +61,7 @@ def import_database(
 
     target = resolve_job_target(body.target, store)
     check_target(who, target.canonical, store)
-    parsed, records = _checked_database(body, who.limit_key)
+    parsed, records = _checked_database(limits.parses, body, who.limit_key)
     _check_owner(store, who, parsed)
 
     stored_target = record_target(store, body.target, target)
@@ -123,7 +124,9 @@ def _check_owner(store: Store, who: Identity, parsed: list[ParsedTir]) -> None:
             )
 
 
-def _checked_database(body: ImportBody, who: str) -> tuple[list[ParsedTir], list[RecordLine]]:
+def _checked_database(
+    gate: ParseGate, body: ImportBody, who: str
+) -> tuple[list[ParsedTir], list[RecordLine]]:
     """Every workload of the database parsed and re-derived in isolation (one parser slot for
     the whole database) with the records replayed on it, and the records; a 422 at the file
     of the first bad line."""
@@ -142,7 +145,7 @@ def _checked_database(body: ImportBody, who: str) -> tuple[list[ParsedTir], list
         by_workload: dict[int, list[tuple[int, RecordLine]]] = defaultdict(list)
         for (number, _), record in zip(record_lines, records, strict=True):
             by_workload[record.workload_index].append((number, record))
-        with isolated_parser(who):
+        with isolated_parser(gate, who):
             parsed = [
                 _checked_workload(n, line, by_workload[index])
                 for index, (n, line) in enumerate(workload_lines)

@@ -26,6 +26,7 @@ from service.queue import JobQueue, queue_name
 from service.quotas import check_active_jobs
 from service.schemas import TaskUploadBody
 from service.settings import Settings
+from service.shared_limits import SharedLimits
 from service.targets import record_target
 from service.untrusted_input import parsed_tasks
 from tuning.sandbox.user_tasks import TaskSource
@@ -45,7 +46,12 @@ class TaskState:
 
 
 def tune_missing(
-    store: Store, queue: JobQueue, settings: Settings, who: Identity, body: TaskUploadBody
+    store: Store,
+    queue: JobQueue,
+    settings: Settings,
+    limits: SharedLimits,
+    who: Identity,
+    body: TaskUploadBody,
 ) -> tuple[str, str | None, list[TaskState]]:
     """Store and answer the tasks of ``body`` for ``who``; (target key, label, each task's
     state). Refusals, in order: ``who`` at its cap of active jobs, or without room for a job
@@ -55,49 +61,52 @@ def tune_missing(
     trials = min(MISSING_TASK_TRIALS, settings.max_trials)
     target = admitted_target(store, settings, who, trials, body.target)
     sources = [TaskSource(task.name, task.module) for task in body.tasks]
-    parsed = parsed_tasks(sources, who.limit_key)
+    parsed = parsed_tasks(limits.parses, sources, who.limit_key)
     reader = SqlScheduleReader(store)
     key = target_key(target.canonical)
     tuned = reader.lookup(key, [task.shash for task in parsed])
     untuned = [task for task in parsed if task.shash not in tuned]
-    # Every untuned task may need a job of the caller's: room for all of them, or none is made.
-    check_active_jobs(
-        store.jobs.count_unfinished(who.name) + len(untuned) - 1, settings.max_active_jobs
-    )
-    stored_target = record_target(store, body.target, target)
-    workloads = {
-        task.shash: store.catalog.get_or_create_workload(
-            task.shash, task.mod_json, None, {"task": task.name}, task.flop, owner=who.name
+    # Under the identity's lock, so two uploads (on any replicas) cannot both take the cap's
+    # last places.
+    with limits.admissions.admitting(who.name):
+        # Every untuned task may need a job of the caller's: room for all of them, or none is made.
+        check_active_jobs(
+            store.jobs.count_unfinished(who.name) + len(untuned) - 1, settings.max_active_jobs
         )
-        for task in parsed
-    }
-    reply = answer_missing(
-        store, queue, settings, stored_target, reader.tvm_series, [t.shash for t in untuned]
-    )
-    states: list[TaskState] = []
-    for task in parsed:
-        workload = workloads[task.shash]
-        if task.shash in tuned:
-            states.append(TaskState(task.name, task.shash, "tuned", None))
-            continue
-        answer = reply.schedules.get(task.shash)
-        if answer is not None:
-            states.append(TaskState(task.name, task.shash, "neighbour", answer["job_id"]))
-            continue
-        running = store.jobs.unfinished(workload.id, stored_target.id)
-        if running is not None:
-            states.append(TaskState(task.name, task.shash, "tuning", running.id))
-            continue
-        job = store.jobs.create(
-            workload.id,
-            stored_target.id,
-            trials,
-            queue_name(stored_target.key),
-            who.name,
-            space=resolve_space("auto", task.layout_free, target.kind),
-            space_must_match=False,
+        stored_target = record_target(store, body.target, target)
+        workloads = {
+            task.shash: store.catalog.get_or_create_workload(
+                task.shash, task.mod_json, None, {"task": task.name}, task.flop, owner=who.name
+            )
+            for task in parsed
+        }
+        reply = answer_missing(
+            store, queue, settings, stored_target, reader.tvm_series, [t.shash for t in untuned]
         )
-        if job.state == JobState.QUEUED.value:
-            dispatch_or_defer(store, queue, job)
-        states.append(TaskState(task.name, task.shash, "queued", job.id))
+        states: list[TaskState] = []
+        for task in parsed:
+            workload = workloads[task.shash]
+            if task.shash in tuned:
+                states.append(TaskState(task.name, task.shash, "tuned", None))
+                continue
+            answer = reply.schedules.get(task.shash)
+            if answer is not None:
+                states.append(TaskState(task.name, task.shash, "neighbour", answer["job_id"]))
+                continue
+            running = store.jobs.unfinished(workload.id, stored_target.id)
+            if running is not None:
+                states.append(TaskState(task.name, task.shash, "tuning", running.id))
+                continue
+            job = store.jobs.create(
+                workload.id,
+                stored_target.id,
+                trials,
+                queue_name(stored_target.key),
+                who.name,
+                space=resolve_space("auto", task.layout_free, target.kind),
+                space_must_match=False,
+            )
+            if job.state == JobState.QUEUED.value:
+                dispatch_or_defer(store, queue, job)
+            states.append(TaskState(task.name, task.shash, "queued", job.id))
     return stored_target.key, stored_target.label, states

@@ -1,0 +1,148 @@
+"""The shared limits in Redis (``TUNEHUB_REDIS_URL``), for several API replicas.
+
+* Write-rate buckets: one hash per key (``tunehub:rate:<key>``: tokens, time) updated by one
+  Lua script, atomic on the Redis server and timed by its clock (``TIME``), so replicas with
+  skewed clocks agree; a bucket expires once it would be full again.
+* One parse per identity: ``SET tunehub:parse:<key> <token> NX PX`` (expiring after
+  `PARSE_LEASE_MS`, longer than any parse may run, so a replica that died mid-parse frees it),
+  deleted by its own token only.
+* Admission: ``SET tunehub:admit:<name> <token> NX PX`` taken in a short retry loop, held from
+  the job-cap check to the jobs' creation, deleted by its own token.
+
+Redis unreachable: a `LimitsUnavailable` 503, never a write that a limit should have stopped.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import redis as redis_client
+
+from service.shared_limits.base import (
+    AdmissionLocks,
+    LimitsUnavailable,
+    ParseGate,
+    RateLimiter,
+)
+
+PREFIX = "tunehub:"
+PARSE_LEASE_MS = 120_000  # a parse is stopped after 30 s of wall time; 4x that
+ADMIT_LEASE_MS = 30_000  # the longest a check-then-create may hold an identity's lock
+ADMIT_WAIT_S = 10.0  # how long a submission waits for its identity's lock
+SOCKET_TIMEOUT_S = 2.0
+
+# KEYS[1]: the bucket; ARGV: rate, burst. Returns the wait in seconds as a string (0: granted).
+TAKE_TOKEN = """
+local rate = tonumber(ARGV[1])
+local burst = tonumber(ARGV[2])
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
+local held = redis.call('HMGET', KEYS[1], 'tokens', 'at')
+local tokens = tonumber(held[1]) or burst
+local at = tonumber(held[2]) or now
+tokens = math.min(burst, tokens + math.max(0, now - at) * rate)
+local wait = 0
+if tokens < 1 then
+  wait = (1 - tokens) / rate
+else
+  tokens = tokens - 1
+end
+redis.call('HSET', KEYS[1], 'tokens', string.format('%.6f', tokens),
+           'at', string.format('%.6f', now))
+redis.call('PEXPIRE', KEYS[1], math.ceil(burst / rate * 1000) + 1000)
+return string.format('%.6f', wait)
+"""
+
+# KEYS[1]: a lock; ARGV[1]: the holder's token. Deletes the key only if the token matches.
+RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
+
+
+def redis_limits(
+    url: str, rate_per_s: float, burst: int
+) -> tuple[RateLimiter, ParseGate, AdmissionLocks, Any]:
+    """The three limits over one Redis connection pool at ``url``, and its client."""
+    client = redis_client.Redis.from_url(
+        url, socket_timeout=SOCKET_TIMEOUT_S, socket_connect_timeout=SOCKET_TIMEOUT_S
+    )
+    return (
+        RedisWriteLimiter(client, rate_per_s, burst),
+        RedisParseGate(client),
+        RedisAdmissionLocks(client),
+        client,
+    )
+
+
+@contextmanager
+def _reachable() -> Iterator[None]:
+    """Redis errors as a `LimitsUnavailable` 503."""
+    try:
+        yield
+    except redis_client.RedisError as err:
+        raise LimitsUnavailable(type(err).__name__) from None
+
+
+class RedisWriteLimiter(RateLimiter):
+    """Token buckets in Redis (see the module docstring). A rate of 0 lets everything through."""
+
+    def __init__(self, client: Any, rate_per_s: float, burst: int) -> None:
+        self.client = client
+        self.rate = rate_per_s
+        self.burst = max(1, burst)
+        self._take = client.register_script(TAKE_TOKEN)
+
+    def take(self, key: str) -> float:
+        if self.rate <= 0:
+            return 0.0
+        with _reachable():
+            wait = self._take(keys=[PREFIX + "rate:" + key], args=[self.rate, self.burst])
+        return float(wait)
+
+
+class RedisParseGate(ParseGate):
+    """One parse per identity, as an expiring Redis key (see the module docstring)."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self._release = client.register_script(RELEASE)
+
+    def try_enter(self, who: str) -> str | None:
+        token = uuid.uuid4().hex
+        with _reachable():
+            taken = self.client.set(PREFIX + "parse:" + who, token, nx=True, px=PARSE_LEASE_MS)
+        return token if taken else None
+
+    def leave(self, who: str, token: str) -> None:
+        with _reachable():
+            self._release(keys=[PREFIX + "parse:" + who], args=[token])
+
+
+class RedisAdmissionLocks(AdmissionLocks):
+    """Per-identity locks as expiring Redis keys (see the module docstring)."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self._release = client.register_script(RELEASE)
+
+    @contextmanager
+    def admitting(self, who: str) -> Iterator[None]:
+        key, token = PREFIX + "admit:" + who, uuid.uuid4().hex
+        deadline = time.monotonic() + ADMIT_WAIT_S
+        with _reachable():
+            while not self.client.set(key, token, nx=True, px=ADMIT_LEASE_MS):
+                if time.monotonic() > deadline:
+                    raise LimitsUnavailable(f"the admission lock of {who!r} stayed held")
+                time.sleep(0.01)
+        try:
+            yield
+        finally:
+            with _reachable():
+                self._release(keys=[key], args=[token])
