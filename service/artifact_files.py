@@ -39,8 +39,7 @@ def open_blob_store(settings: Settings, engine: Engine) -> BlobStore:
     artifact directory."""
     if settings.artifact_store == "database":
         return DatabaseBlobs(engine)
-    settings.artifacts.mkdir(parents=True, exist_ok=True)
-    return DirectoryBlobs(settings.artifacts)
+    return DirectoryBlobs(settings.artifacts)  # created by its first put
 
 
 class ArtifactFiles:
