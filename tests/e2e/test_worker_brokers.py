@@ -1,5 +1,6 @@
-"""A `tunehub worker` process on the production topology: PostgreSQL store, Redis or RabbitMQ
-broker, the API in another process (here: a real uvicorn server in the test process)."""
+"""A `tunehub worker` process on the production topology: PostgreSQL store, a Redis broker, the
+API in another process (here: a real uvicorn server in the test process). RabbitMQ, the other
+network broker, carries every job of `tests.e2e.test_replicas` and `tests.e2e.test_fleet`."""
 
 from __future__ import annotations
 
@@ -31,11 +32,10 @@ def _amqp_url() -> str:
     return AMQP_URL
 
 
-@pytest.mark.parametrize("broker", ["redis", "amqp"])
-def test_worker_on_postgresql_and_a_network_broker(
-    broker: str, pg_database: str, request: pytest.FixtureRequest, tmp_path: Path
+def test_worker_on_postgresql_and_a_redis_broker(
+    pg_database: str, redis_url: str, tmp_path: Path
 ) -> None:
-    broker_url = request.getfixturevalue("redis_url") if broker == "redis" else _amqp_url()
+    broker, broker_url = "redis", redis_url
     reset_pg_schema(pg_database)
     settings = Settings(
         data_dir=tmp_path, database_url=pg_database, broker_url=broker_url, num_trials_per_iter=4

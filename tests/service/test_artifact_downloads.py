@@ -94,9 +94,12 @@ def test_a_library_downloads_from_the_database_with_its_etag(served: Served) -> 
     assert got.status_code == 200 and got.content == served.library
     sha = got.headers["x-content-sha256"]
     assert got.headers["etag"] == f'"{sha}"'
-    assert served.client.get(
-        f"/schedules/{served.schedule_id}/artifact", headers={"If-None-Match": f'"{sha}"'}
-    ).status_code == 304
+    assert (
+        served.client.get(
+            f"/schedules/{served.schedule_id}/artifact", headers={"If-None-Match": f'"{sha}"'}
+        ).status_code
+        == 304
+    )
     assert [p.name for p in _cached(served)] == [sha]  # the verified local copy
     again = served.client.get(f"/schedules/{served.schedule_id}/artifact")
     assert again.content == served.library
