@@ -24,7 +24,11 @@ ROOT = Path(__file__).resolve().parent.parent
 COMPOSE = ROOT / "docker" / "compose.yaml"
 PYPROJECT = (ROOT / "pyproject.toml").read_text()
 # What the operator must export before `docker compose up` (see the compose file's header).
-OPERATOR_ENV = {"POSTGRES_PASSWORD": "pg-secret-1", "RABBITMQ_PASSWORD": "mq-secret-2"}
+OPERATOR_ENV = {
+    "POSTGRES_PASSWORD": "pg-secret-1",
+    "RABBITMQ_PASSWORD": "mq-secret-2",
+    "REDIS_PASSWORD": "redis-secret-3",
+}
 VARIABLE = re.compile(r"\$\{(\w+)(?:(:?[-?])([^}]*))?\}")
 
 
@@ -52,7 +56,7 @@ def test_compose_file_follows_the_compose_specification() -> None:
     validator = jsonschema.Draft201909Validator(schema)
     document = _compose()
     assert [e.message for e in validator.iter_errors(document)] == []
-    assert {"api", "worker", "postgres", "rabbitmq"} <= set(document["services"])
+    assert {"api", "worker", "postgres", "rabbitmq", "redis"} <= set(document["services"])
     # The schema does catch mistakes (a misspelt key, a wrong type).
     broken = _compose()
     broken["services"]["worker"]["restrat"] = "always"
@@ -75,7 +79,8 @@ def test_compose_services_use_real_settings_and_commands(monkeypatch) -> None:  
             settings.store_url
         )
         assert settings.broker.startswith("amqp://") and "@rabbitmq:" in settings.broker
-        assert str(settings.artifacts) == "/data/artifacts"
+        assert settings.artifact_store == "database"
+        assert settings.redis_url and "redis-secret-3@redis:6379" in settings.redis_url
         command = service["command"]
         assert command[0] == "tunehub"
         parser.parse_args(command[1:])  # the CLI accepts the command (SystemExit otherwise)
@@ -83,8 +88,9 @@ def test_compose_services_use_real_settings_and_commands(monkeypatch) -> None:  
             assert service["depends_on"][dependency]["condition"] == "service_healthy"
     assert services["api"]["command"][1:3] == ["serve", "--workers"]
     assert services["worker"]["command"][1] == "worker"
-    # API and workers share the artifact volume the API serves downloads from.
-    assert services["api"]["volumes"] == services["worker"]["volumes"]
+    # No volume between API and worker: artifacts are in the database, limits in Redis.
+    assert "volumes" not in services["api"] and "volumes" not in services["worker"]
+    assert services["api"]["depends_on"]["redis"]["condition"] == "service_healthy"
 
 
 def test_dockerfile_installs_the_packages_and_runs_the_cli() -> None:
@@ -122,8 +128,8 @@ def test_compose_runs_with_auth_and_operator_set_passwords_only(monkeypatch) -> 
     required = re.compile(r"\$\{(\w+):\?[^}]+\}")
     for role in ("api", "worker"):
         env = services[role]["environment"]
-        for name in ("TUNEHUB_DATABASE_URL", "TUNEHUB_BROKER_URL"):
-            password = re.match(r"\w+(?:\+\w+)?://[^:/]+:(.*)@", env[name]).group(1)
+        for name in ("TUNEHUB_DATABASE_URL", "TUNEHUB_BROKER_URL", "TUNEHUB_REDIS_URL"):
+            password = re.match(r"\w+(?:\+\w+)?://[^:/]*:(.*)@", env[name]).group(1)
             assert required.fullmatch(password), (role, name)
     postgres = services["postgres"]["environment"]
     assert required.fullmatch(postgres["POSTGRES_PASSWORD"])
