@@ -12,6 +12,10 @@ measures from this process, over HTTP/1.1 keep-alive connections:
      server does, each latency counted from the moment the request was due (so a stalled
      server shows up in the tail instead of slowing the sender down).
 
+With ``--replicas N`` it starts N `tunehub serve` processes on the same database, each with its
+own data dir, artifacts in the database store and limits in Redis (``--redis-url``): a fleet's
+stateless replicas. Connections are spread over them round-robin (a load balancer's job).
+
 Everything is bounded: each phase runs ``--duration`` seconds after a 1 s warm-up, the open
 loop sends at most ``--rate * --duration`` requests, the server is stopped at the end (or on
 any error) and the PostgreSQL database is dropped. The client shares the machine's cores with
@@ -19,13 +23,13 @@ the server: run it on an otherwise idle machine and say so when it was not.
 
     .venv/bin/python bench/api_load.py [--stores sqlite postgresql] [--duration 5]
         [--clients 32] [--rate 500] [--api-workers 1] [--no-access-log] [--auth]
+        [--replicas 1] [--artifact-store directory|database] [--redis-url URL]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import hashlib
 import json
 import os
 import random
@@ -47,6 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from sqlalchemy import create_engine, text  # noqa: E402
 
 from schedules_db import Store, make_engine, upgrade_schema  # noqa: E402
+from schedules_db.blobs import DatabaseBlobs, DirectoryBlobs  # noqa: E402
 from schedules_db.tokens import READ, TokenStore  # noqa: E402
 from schedules_db.values import NewRecord, NewSchedule  # noqa: E402
 
@@ -79,10 +84,12 @@ def fake_tir(seed: int) -> str:
     return "# from tvm.script import tir as T\n@T.prim_func\ndef main():\n" + line * 120
 
 
-def populate(store_url: str, artifact_dir: Path) -> dict[str, list]:
-    """Tuned-looking schedules in a fresh store; the ids the load will ask for."""
+def populate(store_url: str, artifact_dir: Path, artifact_store: str) -> dict[str, list]:
+    """Tuned-looking schedules in a fresh store, their artifacts in ``artifact_store``
+    ("directory": ``artifact_dir``, or "database"); the ids the load will ask for."""
     engine = make_engine(store_url)
     upgrade_schema(engine)
+    blobs = DatabaseBlobs(engine) if artifact_store == "database" else DirectoryBlobs(artifact_dir)
     store = Store(engine)
     tvm_version = version("apache-tvm")
     target = store.catalog.get_or_create_target(
@@ -108,15 +115,15 @@ def populate(store_url: str, artifact_dir: Path) -> dict[str, list]:
             NewRecord(trace, [1e-4] * 3, [], tvm_version, failed=False),
         )
         record = store.records.top_k(workload.id, target.id, 1)[0]
-        blob = random.Random(n).randbytes(ARTIFACT_BYTES)
-        sha = hashlib.sha256(blob).hexdigest()
-        path = f"{sha[:2]}/{sha}.so"
-        (artifact_dir / sha[:2]).mkdir(exist_ok=True)
-        (artifact_dir / path).write_bytes(blob)
+        library = artifact_dir / "library.so"
+        library.write_bytes(random.Random(n).randbytes(ARTIFACT_BYTES))
+        stored = blobs.put(library, ".so")
         schedule_id = store.schedules.publish(
             job.id,
             "bench",
-            NewSchedule(record.id, 100.0, 900.0, 1e-6, fake_tir(n), sha, len(blob), path),
+            NewSchedule(
+                record.id, 100.0, 900.0, 1e-6, fake_tir(n), stored.sha256, stored.size, stored.path
+            ),
         )
         schedule_ids.append(schedule_id)
         job_ids.append(job.id)
@@ -139,9 +146,12 @@ def start_server(
     api_workers: int,
     access_log: bool = True,
     auth: bool = False,
+    extra_env: dict[str, str] | None = None,
 ) -> subprocess.Popen:
-    """`tunehub serve` in its own process group, once it answers /healthz."""
+    """`tunehub serve` in its own process group, once it answers /healthz (its log:
+    ``data_dir/serve.log``; ``extra_env``: more TUNEHUB_* settings)."""
     env = {**os.environ, "TUNEHUB_DATABASE_URL": store_url, "TUNEHUB_AUTH": "1" if auth else "0"}
+    env.update(extra_env or {})
     command = [sys.executable, "-m", "service.cli", "serve", "--host", "127.0.0.1"]
     command += ["--port", str(port), "--workers", "0", "--data-dir", str(data_dir)]
     command += ["--api-workers", str(api_workers)] if api_workers != 1 else []
@@ -183,8 +193,9 @@ class Connection:
         self.reader, self.writer = reader, writer
 
     @classmethod
-    async def open(cls, port: int) -> Connection:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    async def open(cls, ports: list[int], n: int = 0) -> Connection:
+        """A connection to replica ``n`` (modulo how many there are)."""
+        reader, writer = await asyncio.open_connection("127.0.0.1", ports[n % len(ports)])
         return cls(reader, writer)
 
     async def get(self, path: str) -> tuple[int, int]:
@@ -234,10 +245,10 @@ HEADER = (
 
 
 async def closed_loop(
-    port: int, next_path: Callable[[], str], clients: int, duration: float
+    ports: list[int], next_path: Callable[[], str], clients: int, duration: float
 ) -> Stats:
     """``clients`` connections in a loop for ``duration`` s (after the warm-up)."""
-    conns = [await Connection.open(port) for _ in range(clients)]
+    conns = [await Connection.open(ports, n) for n in range(clients)]
     stats, started = Stats(), time.monotonic()
     measure_from, stop_at = started + WARMUP_S, started + WARMUP_S + duration
 
@@ -257,15 +268,17 @@ async def closed_loop(
     return stats
 
 
-async def open_loop(port: int, next_path: Callable[[], str], rate: float, duration: float) -> Stats:
+async def open_loop(
+    ports: list[int], next_path: Callable[[], str], rate: float, duration: float
+) -> Stats:
     """``rate`` requests/s on schedule for ``duration`` s; latency from when each was due."""
-    idle: list[Connection] = [await Connection.open(port) for _ in range(64)]
+    idle: list[Connection] = [await Connection.open(ports, n) for n in range(64)]
     stats, tasks = Stats(), []
     start = time.monotonic() + 0.1
     total = int(rate * (duration + WARMUP_S))
 
     async def one(due: float, measured: bool) -> None:
-        conn = idle.pop() if idle else await Connection.open(port)
+        conn = idle.pop() if idle else await Connection.open(ports, len(tasks))
         status, size = await conn.get(next_path())
         idle.append(conn)
         if measured:
@@ -305,31 +318,38 @@ def bench_store(name: str, store_url: str, work: Path, args: argparse.Namespace)
     data_dir = work / name
     data_dir.mkdir()
     started = time.monotonic()
-    ids = populate(store_url, data_dir / "artifacts")
+    ids = populate(store_url, data_dir / "artifacts", args.artifact_store)
     print(f"{name}: {len(ids['schedules'])} schedules in {time.monotonic() - started:.1f} s")
-    port = free_port()
-    proc = start_server(data_dir, store_url, port, args.api_workers, args.access_log, args.auth)
+    env = {"TUNEHUB_ARTIFACT_STORE": args.artifact_store}
+    env.update({"TUNEHUB_REDIS_URL": args.redis_url} if args.replicas > 1 else {})
+    ports, procs = [free_port() for _ in range(args.replicas)], []
     Connection.headers = f"Authorization: Bearer {ids['token']}\r\n" if args.auth else ""
     try:
+        for n, port in enumerate(ports):
+            replica = data_dir / f"replica{n}"
+            replica.mkdir()
+            procs.append(start_server(replica, store_url, port, args.api_workers,
+                                      args.access_log, args.auth, env))  # fmt: skip
         mixed = mixed_paths(ids)
-        sample = asyncio.run(_sizes(port, ids))
+        sample = asyncio.run(_sizes(ports, ids))
         print(f"{name}: response sizes {sample}")
         rows = []
-        stats = asyncio.run(closed_loop(port, mixed, args.clients, args.duration))
+        stats = asyncio.run(closed_loop(ports, mixed, args.clients, args.duration))
         rows.append(stats.line(f"{name} mixed closed x{args.clients}"))
         rng = random.Random(3)
         artifact = lambda: f"/api/v1/schedules/{rng.choice(ids['schedules'])}/artifact"  # noqa: E731
-        stats = asyncio.run(closed_loop(port, artifact, ARTIFACT_CLIENTS, args.duration))
+        stats = asyncio.run(closed_loop(ports, artifact, ARTIFACT_CLIENTS, args.duration))
         rows.append(stats.line(f"{name} artifact closed x{ARTIFACT_CLIENTS}"))
-        stats = asyncio.run(open_loop(port, mixed, args.rate, args.duration))
+        stats = asyncio.run(open_loop(ports, mixed, args.rate, args.duration))
         rows.append(stats.line(f"{name} mixed open {args.rate:.0f}/s"))
         return rows
     finally:
-        stop_server(proc)
+        for proc in procs:
+            stop_server(proc)
 
 
-async def _sizes(port: int, ids: dict[str, list]) -> dict[str, int]:
-    conn = await Connection.open(port)
+async def _sizes(ports: list[int], ids: dict[str, list]) -> dict[str, int]:
+    conn = await Connection.open(ports)
     sizes = {
         "schedule": (await conn.get(f"/api/v1/schedules/{ids['schedules'][0]}"))[1],
         "list": (await conn.get(f"/api/v1/schedules?operator={OPERATORS[0]}"))[1],
@@ -350,7 +370,20 @@ def main() -> int:
         "--access-log", action=argparse.BooleanOptionalAction, default=True, help="serve's log"
     )
     parser.add_argument("--auth", action="store_true", help="auth on; a read token per request")
+    parser.add_argument("--replicas", type=int, default=1, help="`tunehub serve` processes")
+    parser.add_argument(
+        "--artifact-store",
+        choices=("directory", "database"),
+        default=None,
+        help="default: directory for one replica, database for several",
+    )
+    parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0",
+                        help="the replicas' shared limits (with --replicas > 1)")  # fmt: skip
     args = parser.parse_args()
+    if args.artifact_store is None:
+        args.artifact_store = "database" if args.replicas > 1 else "directory"
+    if args.replicas > 1 and args.artifact_store != "database":
+        parser.error("replicas share no disk: --artifact-store database")
     if args.duration > 60 or args.rate * args.duration > 100_000:
         parser.error("bounded: --duration at most 60 s, --rate x --duration at most 100k")
     try:
@@ -378,7 +411,8 @@ def main() -> int:
                 admin.dispose()
     log = "on" if args.access_log else "off"
     print(
-        f"\n{args.api_workers} API process(es), access log {log}, "
+        f"\n{args.replicas} replica(s) x {args.api_workers} API process(es), artifacts in "
+        f"the {args.artifact_store} store, access log {log}, "
         f"auth {'on' if args.auth else 'off'}, {os.cpu_count()} cores; "
         f"1-min load average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after "
         "(about 2 = the client and the server alone)"

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import queue
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -131,9 +133,50 @@ class BlobStore(ABC):
         partial = dest.with_name(f".{dest.name}.{os.getpid()}.{id(dest):x}.partial")
         try:
             with open(partial, "wb") as handle:
-                for chunk in self.verified_chunks(key):
+                for chunk in prefetched(self.verified_chunks(key)):
                     handle.write(chunk)
             os.replace(partial, dest)
         finally:
             partial.unlink(missing_ok=True)
         return dest
+
+
+def prefetched(chunks: Iterator[bytes], depth: int = 2) -> Iterator[bytes]:
+    """``chunks``, read by a thread up to ``depth`` chunks ahead of the consumer: a database's
+    next chunk crosses the network while this one is hashed and written (both release the GIL).
+    An error of the reader is raised here, in order."""
+    ahead: queue.Queue[tuple[bytes | None, BaseException | None]] = queue.Queue(depth)
+    stop = threading.Event()
+
+    def read() -> None:
+        try:
+            for chunk in chunks:
+                while not stop.is_set():
+                    try:
+                        ahead.put((chunk, None), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            ahead.put((None, None))
+        except BaseException as err:  # noqa: BLE001 - handed to the consumer
+            ahead.put((None, err))
+        finally:
+            close = getattr(chunks, "close", None)
+            if close is not None:
+                close()  # a consumer that stopped early: the reader's connection goes back now
+
+    reader = threading.Thread(target=read, name="tunehub-blob-prefetch", daemon=True)
+    reader.start()
+    try:
+        while True:
+            chunk, error = ahead.get()
+            if error is not None:
+                raise error
+            if chunk is None:
+                return
+            yield chunk
+    finally:
+        stop.set()
+        reader.join(timeout=30)

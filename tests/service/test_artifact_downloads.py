@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
-from sqlalchemy import Engine, create_engine, event, text, update
+from sqlalchemy import Engine, create_engine, text, update
 
 from schedules_db import Store, make_engine, upgrade_schema
 from schedules_db.blobs import CHUNK_BYTES, DatabaseBlobs
@@ -29,7 +31,6 @@ from tests.schedules_db.published import publish
 class Served:
     client: httpx.Client
     store: Store
-    app_engine: Engine  # the API process's own engine
     cache: Path
     schedule_id: int
     library: bytes
@@ -71,7 +72,6 @@ def _serving(store_url: str, tmp_path: Path) -> Iterator[Served]:
         yield Served(
             client,
             store,
-            app.state.services.store.engine,
             settings.artifact_cache,
             schedule_id,
             data,
@@ -138,32 +138,54 @@ def test_a_damaged_local_copy_is_dropped_and_refilled(
 def test_a_database_outage_mid_download_is_a_503_not_a_truncated_200(
     pg_database: str, tmp_path: Path
 ) -> None:
-    """PostgreSQL cuts the API's connection (pg_terminate_backend) as it reads chunk 2 of 3."""
+    """PostgreSQL ends the API's connection (pg_terminate_backend) while it reads the chunks:
+    the test holds the chunk table locked, waits until the API's read waits on that lock, cuts
+    that backend, then lets go."""
     reset_pg_schema(pg_database)
     with _serving(pg_database, tmp_path) as served:
-        _cut_mid_download(served, pg_database)
+        admin = create_engine(pg_database, isolation_level="AUTOCOMMIT")
+        locker = create_engine(pg_database)
+        try:
+            with locker.connect() as holding:
+                holding.execute(text("LOCK TABLE blob_chunks IN ACCESS EXCLUSIVE MODE"))
+                with ThreadPoolExecutor(1) as pool:
+                    answer = pool.submit(
+                        served.client.get, f"/schedules/{served.schedule_id}/artifact"
+                    )
+                    _cut_the_reader(admin)
+                    holding.rollback()  # the lock goes: nothing else was waiting on it
+                    got = answer.result(timeout=60)
+        finally:
+            locker.dispose()
+            admin.dispose()
+        assert got.status_code == 503, got.text
+        assert got.json()["type"] == "artifact_store_unavailable" and got.headers["retry-after"]
+        assert _cached(served) == [] and not list(served.cache.glob("*/.*partial"))
+        after = served.client.get(f"/schedules/{served.schedule_id}/artifact")
+        assert after.status_code == 200 and after.content == served.library
 
 
-def _cut_mid_download(served: Served, store_url: str) -> None:
-    admin = create_engine(store_url, isolation_level="AUTOCOMMIT")
-
-    def cut(conn, cursor, statement, params, context, many) -> None:  # noqa: ANN001
-        if "FROM blob_chunks" in statement and (params or {}).get("seq_1") == 1:
-            pid = conn.connection.dbapi_connection.info.backend_pid
-            with admin.connect() as other:
-                other.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
-
-    event.listen(served.app_engine, "before_cursor_execute", cut)
-    try:
-        got = served.client.get(f"/schedules/{served.schedule_id}/artifact")
-    finally:
-        event.remove(served.app_engine, "before_cursor_execute", cut)
-        admin.dispose()
-    assert got.status_code == 503, got.text
-    assert got.json()["type"] == "artifact_store_unavailable" and got.headers["retry-after"]
-    assert _cached(served) == [] and not list(served.cache.glob("*/.*partial"))
-    after = served.client.get(f"/schedules/{served.schedule_id}/artifact")
-    assert after.status_code == 200 and after.content == served.library
+def _cut_the_reader(admin: Engine) -> None:
+    """Terminate the backend that waits for a lock to read blob chunks."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with admin.connect() as conn:
+            pids = (
+                conn.execute(
+                    text(
+                        "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                        "AND query LIKE '%FROM blob_chunks%'"
+                    )
+                )
+                .scalars()
+                .all()
+            )
+            if pids:
+                for pid in pids:
+                    conn.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+                return
+        time.sleep(0.02)
+    raise AssertionError("the API never read the blob's chunks")
 
 
 def test_an_artifact_directory_migrates_into_the_database(store_url: str, tmp_path: Path) -> None:
