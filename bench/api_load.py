@@ -200,7 +200,7 @@ class Connection:
 
     async def get(self, path: str) -> tuple[int, int]:
         """(status, body bytes) of GET ``path``."""
-        self.writer.write(f"GET {path} HTTP/1.1\r\nHost: bench\r\n{self.headers}\r\n".encode())
+        self.writer.write(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{self.headers}\r\n".encode())
         head = await self.reader.readuntil(b"\r\n\r\n")
         status = int(head[9:12])
         lower = head.lower()
@@ -320,7 +320,8 @@ def bench_store(name: str, store_url: str, work: Path, args: argparse.Namespace)
     started = time.monotonic()
     ids = populate(store_url, data_dir / "artifacts", args.artifact_store)
     print(f"{name}: {len(ids['schedules'])} schedules in {time.monotonic() - started:.1f} s")
-    env = {"TUNEHUB_ARTIFACT_STORE": args.artifact_store}
+    env = {"TUNEHUB_ARTIFACT_STORE": args.artifact_store,
+           "TUNEHUB_ARTIFACT_DIR": str(data_dir / "artifacts")}  # fmt: skip
     env.update({"TUNEHUB_REDIS_URL": args.redis_url} if args.replicas > 1 else {})
     ports, procs = [free_port() for _ in range(args.replicas)], []
     Connection.headers = f"Authorization: Bearer {ids['token']}\r\n" if args.auth else ""
