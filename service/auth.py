@@ -308,7 +308,7 @@ def route_table(app: FastAPI) -> list[tuple[str, str, list[Access]]]:
 
 
 def document_responses(router: APIRouter) -> None:
-    """Add the statuses a router's access rules answer (401, 403, and 429 on writes) to each
+    """Add the statuses a router's access rules answer (401, 403, and 429 and 503 on writes) to each
     of its routes' OpenAPI responses. Call before the router is included."""
     for route in router.routes:
         if not isinstance(route, APIRoute):
@@ -329,6 +329,14 @@ def document_responses(router: APIRouter) -> None:
                 429,
                 refusal_schema(
                     "the identity's write rate or job cap is exhausted",
+                    {"Retry-After": "seconds to wait"},
+                ),
+            )
+            route.responses.setdefault(
+                503,
+                refusal_schema(
+                    "the limits shared by the API's replicas (Redis) are unreachable: nothing "
+                    "was done (type limits_unavailable); or another part of the service is",
                     {"Retry-After": "seconds to wait"},
                 ),
             )
