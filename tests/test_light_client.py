@@ -40,6 +40,7 @@ ALLOWED_SERVICE = (
     "service.cli",
     "service.host_cli",
     "service.token_cli",
+    "service.artifact_cli",
     "service.settings",
     "service.supervisor",
 )

@@ -23,9 +23,9 @@ def _watch(page: Page, until: str, timeout_s: float) -> list[int]:
     seen: list[int] = []
     deadline = time.monotonic() + timeout_s
     job = page.locator("#job")
-    while job.get_attribute("data-state") != until:
-        assert time.monotonic() < deadline, f"job state {job.get_attribute('data-state')}"
-        assert job.get_attribute("data-state") in ("queued", "running"), page.inner_text("#error")
+    while (state := job.get_attribute("data-state")) != until:  # read once: it moves on
+        assert time.monotonic() < deadline, f"job state {state}"
+        assert state in ("queued", "running"), page.inner_text("#error")
         points = int(page.locator("#curve").get_attribute("data-points") or 0)
         if not seen or seen[-1] != points:
             seen.append(points)
