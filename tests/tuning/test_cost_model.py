@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from schedules_db import Store, make_engine, upgrade_schema
+from schedules_db.blobs import DatabaseBlobs
 from service.worker.runner import WorkerContext, run_job
 from service.worker.search_storage import StoreSearchStorage
 from tuning.catalog import get_operator
@@ -37,9 +38,9 @@ def test_transfer_trains_on_all_workloads_of_the_target_and_jobs_start_from_it(
     target_row = store.catalog.get_or_create_target(host.canonical, host.kind, host.label, {})
     target = tvm.target.Target(host.canonical)
     artifacts = tmp_path / "artifacts"
-    context = WorkerContext(
-        store=store, artifact_dir=artifacts, worker_name="pytest", num_trials_per_iter=8
-    )
+    blobs = DatabaseBlobs(engine)  # the artifact store of a fleet: no shared disk
+    context = WorkerContext(store=store, artifact_dir=artifacts, worker_name="pytest",
+                            num_trials_per_iter=8, blobs=blobs)  # fmt: skip
     storage = StoreSearchStorage(store, target_row.id)
     # Two workloads tuned without transfer: too few records for a model before them.
     assert refresh(storage, target_row.key, target, artifacts, 2) is None
@@ -64,6 +65,19 @@ def test_transfer_trains_on_all_workloads_of_the_target_and_jobs_start_from_it(
     warm = store.jobs.create(_workload(store, 40, 24, 32), target_row.id, 8, "q")
     assert run_job(context, warm.id) == "succeeded"
     assert store.jobs.get(warm.id).cost_model == path.name
+    shared = store.cost_models.newest(target_row.key)  # stored for every worker of the target
+    assert shared is not None and shared.records == store.records.count(target_row.id) - 8
+    # A worker on another host (its own folder, the same database) downloads that model, then
+    # retrains it (the store now holds 25% more records) and shares the new one.
+    other_host = tmp_path / "other-host"
+    elsewhere = WorkerContext(store, other_host, "pytest-2", num_trials_per_iter=8, blobs=blobs)
+    remote = store.jobs.create(_workload(store, 40, 24, 16), target_row.id, 8, "q")
+    assert run_job(elsewhere, remote.id) == "succeeded"
+    folder = other_host / "cost_models" / target_row.key
+    assert (folder / path.name).read_bytes() == path.read_bytes()
+    retrained = store.jobs.get(remote.id).cost_model
+    newest = store.cost_models.newest(target_row.key)
+    assert newest is not None and retrained == f"records-{newest.records}.tar" != path.name
     cold = store.jobs.create(_workload(store, 24, 40, 32), target_row.id, 8, "q",
                             transfer_cost_model=False)  # fmt: skip
     assert run_job(context, cold.id) == "succeeded"

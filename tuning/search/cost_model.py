@@ -2,10 +2,11 @@
 target (all workloads), so a new search ranks candidates well from its first batch (TenSet's
 observation) instead of from random scores.
 
-Models are files in the artifact directory, ``cost_models/<target key>/records-<N>.tar``
+Models are files in a local folder, ``<folder>/cost_models/<target key>/records-<N>.tar``
 (MetaSchedule's `XGBModel.save` format; N = the target's stored records when it was trained),
 written atomically; the newest is used, and a worker retrains when enough new records arrived
-since (`REFRESH_FRACTION`). The records are read through `tuning.search.storage.SearchStorage`.
+since (`REFRESH_FRACTION`). The worker shares them between hosts through the artifact store
+(`service.worker.cost_model_files`); this module knows only the folder. The records are read through `tuning.search.storage.SearchStorage`.
 """
 
 from __future__ import annotations
