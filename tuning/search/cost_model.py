@@ -6,7 +6,8 @@ Models are files in a local folder, ``<folder>/cost_models/<target key>/records-
 (MetaSchedule's `XGBModel.save` format; N = the target's stored records when it was trained),
 written atomically; the newest is used, and a worker retrains when enough new records arrived
 since (`REFRESH_FRACTION`). The worker shares them between hosts through the artifact store
-(`service.worker.cost_model_files`); this module knows only the folder. The records are read through `tuning.search.storage.SearchStorage`.
+(`service.worker.cost_model_files`); this module knows only the folder. The records are read
+through `tuning.search.storage.SearchStorage`.
 """
 
 from __future__ import annotations
