@@ -212,8 +212,12 @@ def test_api_restart_mid_job_and_cancel_on_rabbitmq(pg_database: str, tmp_path: 
             done = [e["progress"]["trials_done"] for e in seen]
             assert done == sorted(done) and max(done) >= 4
 
-            # Cancel mid-job on RabbitMQ.
-            long_job = client.submit("matmul", {"M": 96, "N": 64, "K": 48}, "host", 400)
+            # Cancel mid-job on RabbitMQ. The plain space keeps a 256^3 matmul far from its
+            # roofline, so the search is still running when the cancel comes (a small matmul
+            # reaches 85% of it within a batch on a fast host and stops by itself).
+            long_job = client.submit(
+                "matmul", {"M": 256, "N": 256, "K": 256}, "host", 400, space="plain"
+            )
             wait_until(
                 lambda: client.job(long_job["id"])["progress"]["trials_done"] >= 4,
                 300,
