@@ -4,15 +4,12 @@ run on a host that reaches the database."""
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
 from service.settings import Settings
-
-_COST_MODEL = re.compile(r"^records-(\d+)\.tar$")
 
 
 def add_parser(
@@ -47,6 +44,7 @@ def migrate(settings: Settings, source: str | None) -> int:
     from schedules_db import Store, make_engine, upgrade_schema
     from schedules_db.blobs import DatabaseBlobs, file_sha256
     from schedules_db.store.cost_models import CostModel
+    from tuning.search.cost_model import trained_on  # the models' file names (no TVM import)
 
     folder = Path(source).resolve() if source else settings.artifacts
     engine = make_engine(settings.store_url)
@@ -67,10 +65,10 @@ def migrate(settings: Settings, source: str | None) -> int:
         copied += 1
     models = 0
     for path in sorted(folder.glob("cost_models/*/records-*.tar")):
-        named = _COST_MODEL.match(path.name)
-        if named:
+        records = trained_on(path)
+        if records is not None:
             stored = database.put(path, ".tar")
-            key, records = path.parent.name, int(named[1])
+            key = path.parent.name
             store.cost_models.add(CostModel(key, records, stored.sha256, stored.size, stored.path))
             models += 1
     print(

@@ -64,24 +64,21 @@ class ArtifactFiles:
     def verified_file(self, key: BlobKey) -> Path:
         """A local file holding the blob's bytes, just verified. Raises `BlobMissing`,
         `BlobCorrupt` (logged) or `BlobUnavailable`."""
-        if isinstance(self.blobs, DirectoryBlobs):
-            path = self.blobs.file(key)
-        else:
-            path = self.cache_dir / key.sha256[:2] / key.sha256
+        own = self.blobs.local_file(key)
+        path = own or self.cache_dir / key.sha256[:2] / key.sha256
+        if own is None:
+            self._used[path] = time.time()  # dropped last
             if not path.is_file():
                 self.blobs.read_to(key, path)  # verified before the rename
                 self._verified[path] = _version(path)
-                self._used[path] = time.time()
-                self._evict()
-                return path
-            self._used[path] = time.time()  # dropped last
+                self._evict()  # only a fill grows the cache
         if self._verified.get(path) != _version(path):
             found = file_sha256(path)
             if found != key.sha256:
                 log.error("artifact %s: the bytes at %s hash to %s; not served", key.sha256,
                           path, found)  # fmt: skip
                 self._verified.pop(path, None)
-                if not isinstance(self.blobs, DirectoryBlobs):
+                if own is None:
                     path.unlink(missing_ok=True)  # a damaged copy: the next download refills it
                 raise BlobCorrupt(f"artifact {key.sha256}: its stored bytes are damaged")
             self._verified[path] = _version(path)

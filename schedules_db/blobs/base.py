@@ -117,6 +117,12 @@ class BlobStore(ABC):
     def stored(self) -> Iterator[BlobListing]:
         """Every stored blob."""
 
+    def local_file(self, key: BlobKey) -> Path | None:
+        """The blob's own file on this host, unverified, where the store keeps it as one (the
+        directory store; `BlobMissing` when it is absent there); None for a store that does not
+        (a reader then makes a verified copy with `read_to`)."""
+        return None
+
     def verified_chunks(self, key: BlobKey) -> Iterator[bytes]:
         """`chunks`, then `BlobCorrupt` if the bytes did not hash to ``key.sha256``."""
         digest = hashlib.sha256()

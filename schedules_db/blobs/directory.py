@@ -43,15 +43,14 @@ class DirectoryBlobs(BlobStore):
             os.replace(partial, final)
         return StoredBlob(sha256=sha, size=final.stat().st_size, path=relpath)
 
-    def file(self, key: BlobKey) -> Path:
-        """The blob's file (unverified); `BlobMissing` when it is not there."""
+    def local_file(self, key: BlobKey) -> Path:
         path = self.root / key.path
         if not path.is_file():
             raise BlobMissing(f"blob {key.sha256} is not in {self.root}")
         return path
 
     def chunks(self, key: BlobKey) -> Iterator[bytes]:
-        with open(self.file(key), "rb") as handle:
+        with open(self.local_file(key), "rb") as handle:
             yield from iter(lambda: handle.read(CHUNK_BYTES), b"")
 
     def has(self, key: BlobKey) -> bool:

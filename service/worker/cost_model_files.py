@@ -8,17 +8,14 @@ its `cost_models` row), so every worker of the target, on any host, starts from 
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
 from schedules_db.blobs import BlobStore
 from schedules_db.store import Store
 from schedules_db.store.cost_models import CostModel
-from tuning.search.cost_model import model_dir, refresh
+from tuning.search.cost_model import model_dir, refresh, trained_on
 from tuning.search.storage import SearchStorage
-
-_RECORDS = re.compile(r"^records-(\d+)\.tar$")
 
 
 class CostModelFiles:
@@ -38,10 +35,14 @@ class CostModelFiles:
             if not local.is_file():
                 self.blobs.read_to(shared, local)
         path = refresh(storage, target_key, target, self.local_dir, cores)
-        named = _RECORDS.match(path.name) if path is not None else None
-        if path is not None and named and (shared is None or int(named[1]) > shared.records):
+        records = trained_on(path) if path is not None else None
+        if (
+            path is not None
+            and records is not None
+            and (shared is None or records > shared.records)
+        ):
             stored = self.blobs.put(path, ".tar")
             self.store.cost_models.add(
-                CostModel(target_key, int(named[1]), stored.sha256, stored.size, stored.path)
+                CostModel(target_key, records, stored.sha256, stored.size, stored.path)
             )
         return path

@@ -29,7 +29,7 @@ log = logging.getLogger("tunehub.cost_model")
 MIN_RECORDS = 32  # below this a transferred model is noise
 REFRESH_FRACTION = 0.2  # retrain once the store holds 20% more records than the newest model
 MAX_RECORDS_PER_WORKLOAD = 512  # the fastest ones; keeps training time bounded
-_NAME = re.compile(r"records-(\d+)\.tar$")
+_NAME = re.compile(r"records-(\d+)\.tar")
 
 
 def model_dir(artifact_dir: Path, target_key: str) -> Path:
@@ -37,13 +37,20 @@ def model_dir(artifact_dir: Path, target_key: str) -> Path:
     return artifact_dir / "cost_models" / target_key
 
 
+def trained_on(path: Path) -> int | None:
+    """How many records the model file ``path`` was trained on, from its name
+    (``records-<N>.tar``); None for a file that is no saved model."""
+    named = _NAME.fullmatch(path.name)
+    return int(named.group(1)) if named else None
+
+
 def newest_model(artifact_dir: Path, target_key: str) -> tuple[Path, int] | None:
     """The newest saved model of a target and how many records it was trained on."""
     folder = model_dir(artifact_dir, target_key)
     found = [
-        (int(m.group(1)), path)
+        (records, path)
         for path in (folder.iterdir() if folder.is_dir() else [])
-        if (m := _NAME.search(path.name))
+        if (records := trained_on(path)) is not None
     ]
     if not found:
         return None
