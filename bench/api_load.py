@@ -152,7 +152,7 @@ def start_server(
     ``data_dir/serve.log``; ``extra_env``: more TUNEHUB_* settings)."""
     env = {**os.environ, "TUNEHUB_DATABASE_URL": store_url, "TUNEHUB_AUTH": "1" if auth else "0"}
     env.update(extra_env or {})
-    command = [sys.executable, "-m", "service.cli", "serve", "--host", "127.0.0.1"]
+    command = [sys.executable, "-m", "service.entry.cli", "serve", "--host", "127.0.0.1"]
     command += ["--port", str(port), "--workers", "0", "--data-dir", str(data_dir)]
     command += ["--api-workers", str(api_workers)] if api_workers != 1 else []
     command += [] if access_log else ["--no-access-log"]  # (so older `serve`s run it too)

@@ -39,8 +39,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from schedules_db import make_engine, upgrade_schema  # noqa: E402
-from service.app import create_app  # noqa: E402
-from service.settings import Settings  # noqa: E402
+from service.entry.app import create_app  # noqa: E402
+from service.shared.settings import Settings  # noqa: E402
 from tests.dashboard.seed import seed  # noqa: E402
 
 PAGES = {

@@ -187,7 +187,7 @@ def tune_in_space(space: str, cases: list[str], trials: int, server_url: str | N
         port = free_port()
         url = f"http://127.0.0.1:{port}"
         server = subprocess.Popen(
-            [sys.executable, "-m", "service.cli", "serve", "--port", str(port),
+            [sys.executable, "-m", "service.entry.cli", "serve", "--port", str(port),
              "--data-dir", str(data_dir)],
             stdout=open(data_dir / "serve.log", "wb"),  # noqa: SIM115 - lives as long as serve
             stderr=subprocess.STDOUT,

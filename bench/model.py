@@ -103,7 +103,7 @@ def serve(url: str | None) -> Iterator[TunehubClient]:
         url = f"http://127.0.0.1:{port}"
         env = {k: v for k, v in os.environ.items() if not k.startswith("TUNEHUB_")}
         proc = subprocess.Popen(
-            [sys.executable, "-m", "service.cli", "serve", "--port", str(port),
+            [sys.executable, "-m", "service.entry.cli", "serve", "--port", str(port),
              "--data-dir", str(data_dir)],
             stdout=open(data_dir / "serve.log", "wb"),  # noqa: SIM115 - lives as long as serve
             stderr=subprocess.STDOUT, env=env,

@@ -100,7 +100,7 @@ def through_tunehub(label: str, extra: list[str], args: argparse.Namespace, work
     log = open(work / f"{label}.log", "wb")  # noqa: SIM115 - closed below
     started = time.monotonic()
     server = subprocess.Popen(
-        [sys.executable, "-m", "service.cli", "serve", "--port", str(port),
+        [sys.executable, "-m", "service.entry.cli", "serve", "--port", str(port),
          "--data-dir", str(data), *extra],
         env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip

@@ -17,7 +17,8 @@ from sqlalchemy import ColumnElement, Select, String, bindparam, cast, func, sel
 
 from schedules_db.joins import connect, labelled_columns, split_rows
 from schedules_db.lookups import JobParts, ScheduleParts
-from schedules_db.models import (
+from schedules_db.store import Store
+from schedules_db.tables import (
     ArtifactRow,
     JobRow,
     ScheduleRow,
@@ -26,7 +27,6 @@ from schedules_db.models import (
     WorkerRow,
     WorkloadRow,
 )
-from schedules_db.store import Store
 from schedules_db.values import (
     Artifact,
     Job,

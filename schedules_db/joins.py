@@ -9,8 +9,8 @@ from typing import Any
 
 from sqlalchemy import Connection, CursorResult, Label
 
-from schedules_db.models import Base
 from schedules_db.store import Store
+from schedules_db.tables import Base
 
 
 def labelled_columns(model: type[Base], prefix: str, skip: Iterable[str] = ()) -> list[Label[Any]]:

@@ -21,7 +21,8 @@ from typing import Any, NamedTuple
 from sqlalchemy import Select, bindparam, select
 
 from schedules_db.joins import connect, labelled_columns, split_rows
-from schedules_db.models import (
+from schedules_db.store import Store
+from schedules_db.tables import (
     ArtifactRow,
     JobRow,
     ScheduleRow,
@@ -29,7 +30,6 @@ from schedules_db.models import (
     TuningRecordRow,
     WorkloadRow,
 )
-from schedules_db.store import Store
 from schedules_db.values import (
     Artifact,
     Job,

@@ -15,8 +15,8 @@ from typing import Any
 from sqlalchemy import Connection, Row, and_, bindparam, or_, select
 
 from schedule_reads import ScheduleKey, ScheduleReader, TunedRecord, TunedSchedule
-from schedules_db.models import ScheduleRow, TargetRow, TuningRecordRow, WorkloadRow
 from schedules_db.store import Store
+from schedules_db.tables import ScheduleRow, TargetRow, TuningRecordRow, WorkloadRow
 
 _R = TuningRecordRow
 _RECORD = (

@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import Engine, delete, insert, select
 
-from schedules_db.models import ApiTokenRow, DashboardSessionRow, utcnow
+from schedules_db.tables import ApiTokenRow, DashboardSessionRow, utcnow
 from schedules_db.tokens import TokenInfo, as_utc, hash_token
 
 SESSION_BYTES = 32

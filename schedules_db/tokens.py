@@ -36,7 +36,7 @@ from typing import Any, overload
 from sqlalchemy import Engine, select, update
 from sqlalchemy.orm import sessionmaker
 
-from schedules_db.models import ApiTokenRow, utcnow
+from schedules_db.tables import ApiTokenRow, utcnow
 
 PREFIX = "thb_"
 MARK_EVERY_S = 60.0

@@ -2,7 +2,7 @@
 
 Every store method returns these, never an ORM row: frozen dataclasses detached from any
 session, safe to share between threads, whose field names are exactly the columns' names in
-`schedules_db.models` (``job.state``, ``schedule.latency_us``). Datetimes are UTC as the
+`schedules_db.tables` (``job.state``, ``schedule.latency_us``). Datetimes are UTC as the
 database hands them back: timezone-aware on PostgreSQL; on SQLite naive when read back (a value
 just written keeps the aware time it was written with).
 

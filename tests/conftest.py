@@ -25,8 +25,8 @@ PG_ADMIN_URL = os.environ.get(
     "TUNEHUB_TEST_PG_ADMIN_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 )
 REDIS_URL = os.environ.get("TUNEHUB_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
-# Tests check behaviour, not speed: a timed kernel run lasts 10 ms, not 100 (service.settings),
-# in this process and in the servers and workers it starts.
+# Tests check behaviour, not speed: a timed kernel run lasts 10 ms, not 100
+# (service.shared.settings), in this process and in the servers and workers it starts.
 TIMING_MS = "10"
 os.environ["TUNEHUB_TIMING_MS"] = TIMING_MS
 

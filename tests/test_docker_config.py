@@ -16,9 +16,9 @@ import jsonschema
 import pytest
 import yaml
 
-from service.cli import build_parser
-from service.host_cli import serve_refusal
-from service.settings import ENV_PREFIX, Settings
+from service.entry.cli import build_parser
+from service.entry.host_cli import serve_refusal
+from service.shared.settings import ENV_PREFIX, Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE = ROOT / "docker" / "compose.yaml"

@@ -17,6 +17,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("schedule_reads", "schedules_db", "tuning", "service")
 STDLIB = frozenset(sys.stdlib_module_names)
@@ -34,13 +36,13 @@ LIGHT = (
 # The command-line entry modules start either side of the service; at module level they stay
 # light (`tunehub --help` and the client commands import no server), heavy imports go in handlers.
 ENTRY = (
-    "service.cli",
-    "service.host_cli",
-    "service.token_cli",
-    "service.artifact_cli",
-    "service.supervisor",
+    "service.entry.cli",
+    "service.entry.host_cli",
+    "service.entry.token_cli",
+    "service.entry.artifact_cli",
+    "service.entry.supervisor",
 )
-ENTRY_MODULE_LEVEL = (*LIGHT, *ENTRY, "service.settings")
+ENTRY_MODULE_LEVEL = (*LIGHT, *ENTRY, "service.shared.settings")
 
 
 @dataclass(frozen=True)
@@ -83,7 +85,19 @@ class Rule:
         return _under(imp.target, self.never)
 
 
-WORKER_NEVER = ("fastapi", "starlette", "service.api", "service.app")
+# `service` by role, top to bottom: each may import only what sits below it (arrows run down).
+ROLES = {
+    "service.entry": "the commands, the app and the reaper",
+    "service.dashboard": "the HTML pages",
+    "service.api": "the REST routes and their use cases",
+    "service.web": "HTTP plumbing of the API and the dashboard",
+    "service.worker": "the Celery worker",
+    "service.shared": "what the API side and the worker share",
+    "service.client": "the light client",
+}
+WORKER_NEVER = (
+    "fastapi", "starlette", "service.api", "service.web", "service.dashboard", "service.entry"
+)  # fmt: skip
 RULES = (
     Rule("schedule_reads", "schedule_reads: stdlib only", only=("schedule_reads",)),
     Rule(
@@ -117,10 +131,30 @@ RULES = (
     *(Rule(check, "a check before loading: standard library only", only=()) for check in CHECKS),
     Rule("service.worker", "worker package: never FastAPI or the API", never=WORKER_NEVER),
     Rule(
+        "service.shared",
+        "shared by API and worker: no other part of service, no HTTP",
+        never=(*(role for role in ROLES if role != "service.shared"), "fastapi", "starlette"),
+    ),
+    Rule(
+        "service.web",
+        "HTTP plumbing: never the routes, the pages, the entry points or the worker",
+        never=("service.api", "service.dashboard", "service.entry", "service.worker"),
+    ),
+    Rule(
+        "service.api",
+        "REST routes: never the pages, the entry points or the worker",
+        never=("service.dashboard", "service.entry", "service.worker"),
+    ),
+    Rule(
+        "service.dashboard",
+        "pages: never the entry points or the worker",
+        never=("service.entry", "service.worker"),
+    ),
+    Rule(
         "service",
         "API side: never the worker package",
         never=("service.worker",),
-        exempt=("service.worker", "service.client", *ENTRY),
+        exempt=("service.worker", "service.client", "service.entry"),
     ),
     Rule("service.client", "light client: httpx, tvm, stdlib, schedule_reads", only=LIGHT),
     *(
@@ -285,9 +319,7 @@ def unit(name: str) -> str:
     top-level name of a third-party library."""
     parts = name.split(".")
     if parts[0] == "service":
-        if len(parts) > 1 and parts[1] in ("worker", "api", "client"):
-            return ".".join(parts[:2])
-        return "service.cli" if len(parts) > 1 and name in ENTRY else "service"
+        return ".".join(parts[:2])
     return parts[0]
 
 
@@ -318,6 +350,29 @@ def test_every_import_obeys_its_package_rule() -> None:
 def test_no_import_cycles() -> None:
     found = [describe(cycle) for cycle in cycles(internal_graph(all_imports()))]
     assert not found, "\n".join(found)
+
+
+def test_service_holds_its_role_packages_and_no_loose_module() -> None:
+    service = ROOT / "service"
+    loose = sorted(p.name for p in service.glob("*.py") if p.name != "__init__.py")
+    packages = sorted(f"service.{p.parent.name}" for p in service.glob("*/__init__.py"))
+    assert not loose, f"modules outside a role package: {loose}"
+    assert packages == sorted(ROLES)
+
+
+@pytest.mark.parametrize(
+    ("module", "target"),
+    [
+        ("service.web.auth", "service.api.deps"),  # plumbing reaching up to the routes
+        ("service.api.usecases.dispatch", "service.entry.reaper"),  # a route up to an entry
+        ("service.shared.queue", "service.web.errors"),  # shared reaching into HTTP
+        ("service.worker.runner", "service.web.settings"),
+        ("service.dashboard.pages", "service.entry.app"),
+    ],
+)
+def test_an_arrow_back_up_is_a_violation(module: str, target: str) -> None:
+    imp = Import(module, ROOT / "x.py", 1, target, function_level=True, type_checking=False)
+    assert violations([imp])
 
 
 def test_the_walk_sees_function_level_type_checking_and_relative_imports(tmp_path: Path) -> None:

@@ -10,8 +10,8 @@ import sys
 import textwrap
 from pathlib import Path
 
-from service.app import create_app
-from service.settings import Settings
+from service.entry.app import create_app
+from service.shared.settings import Settings
 from tests.conftest import ServerThread, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,12 +37,12 @@ BLOCKED_LIBRARIES = (
 ALLOWED_SERVICE = (
     "tuning.publish.library_check",
     "service.client",
-    "service.cli",
-    "service.host_cli",
-    "service.token_cli",
-    "service.artifact_cli",
-    "service.settings",
-    "service.supervisor",
+    "service.entry.cli",
+    "service.entry.host_cli",
+    "service.entry.token_cli",
+    "service.entry.artifact_cli",
+    "service.shared.settings",
+    "service.entry.supervisor",
 )
 BLOCKER = f"""
 import sys
@@ -56,7 +56,7 @@ class RefuseServer:
             return any(name == p or name.startswith(p + ".") for p in prefixes)
 
         ours = (under("schedules_db", "tuning") and name not in ("tuning", "tuning.publish")) or (
-            under("service") and name != "service"
+            under("service") and name not in ("service", "service.entry", "service.shared")
         )
         if under(*{BLOCKED_LIBRARIES!r}) or (ours and not under(*{ALLOWED_SERVICE!r})):
             raise ImportError(f"{{name}} is not installed (blocked by test_light_client)")
@@ -85,8 +85,8 @@ def test_the_blocker_refuses_the_server() -> None:
     run_light(
         """
         for name in ("sqlalchemy", "fastapi", "celery", "tvm", "schedules_db", "service.api",
-                     "service.app", "service.worker", "service.queue", "tuning.catalog",
-                     "tuning.search", "tuning.sandbox"):
+                     "service.entry.app", "service.worker", "service.shared.queue",
+                     "tuning.catalog", "tuning.search", "tuning.sandbox"):
             try:
                 __import__(name)
             except ImportError:
@@ -101,7 +101,7 @@ def test_client_and_cli_help_import_no_server() -> None:
         """
         import contextlib, io
         from service.client import IntegrityError, TunehubClient, TunehubError
-        from service.cli import build_parser, main
+        from service.entry.cli import build_parser, main
 
         for argv in (["--help"], ["fetch", "--help"], ["status", "--help"], ["submit", "--help"]):
             out = io.StringIO()
@@ -125,7 +125,7 @@ def test_a_client_command_talks_to_a_real_server(tmp_path: Path) -> None:
     with ServerThread(app) as server:
         done = run_light(
             f"""
-            from service.cli import main
+            from service.entry.cli import main
 
             assert main(["operators", "--server", {server.url!r}]) == 0
             assert main(["whoami", "--server", {server.url!r}]) == 0
@@ -147,7 +147,7 @@ def test_a_server_that_does_not_answer_is_one_line_and_exit_5() -> None:
     url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     done = run_light(
         f"""
-        from service.cli import main
+        from service.entry.cli import main
 
         assert main(["status", "1", "--server", {url!r}]) == 5
         assert main(["model", "1", "--server", {url!r}]) == 5

@@ -1,6 +1,6 @@
 """Garbage collection of the artifact store: what no row refers to any more goes.
 
-Run by the API replica that holds the reaper lease (`service.reaper`, every
+Run by the API replica that holds the reaper lease (`service.entry.reaper`, every
 ``gc_every_s``) and by ``tunehub artifacts gc``. Three steps, each sparing anything younger than
 ``grace`` (a worker stores a blob before the row that refers to it, so a fresh unreferenced blob
 may be a publish under way):
@@ -18,7 +18,7 @@ from datetime import datetime, timedelta, timezone
 from sqlalchemy import Engine, delete, select, union
 
 from schedules_db.blobs.base import BlobStore
-from schedules_db.models import ArtifactRow, CostModelRow, ModelRow, ScheduleRow, utcnow
+from schedules_db.tables import ArtifactRow, CostModelRow, ModelRow, ScheduleRow, utcnow
 
 KEEP_COST_MODELS = 2  # per target: the newest, and the one a running search may still read
 

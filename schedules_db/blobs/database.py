@@ -20,7 +20,7 @@ from schedules_db.blobs.base import (
     blob_path,
     file_sha256,
 )
-from schedules_db.models import BlobChunkRow, BlobRow, utcnow
+from schedules_db.tables import BlobChunkRow, BlobRow, utcnow
 
 CHUNK_QUERY = "SELECT data FROM blob_chunks WHERE sha256 = %s AND seq = %s"
 

@@ -2,7 +2,7 @@
 
 from alembic import context
 
-from schedules_db.models import Base
+from schedules_db.tables import Base
 
 config = context.config
 connection = config.attributes.get("connection")

@@ -17,7 +17,7 @@ from sqlalchemy import ColumnElement, CursorResult, Engine, Executable, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from schedules_db.models import Base, JobRow, ScheduleRow, TuningRecordRow
+from schedules_db.tables import Base, JobRow, ScheduleRow, TuningRecordRow
 from schedules_db.values import JobState, RowValue, value_of
 
 V = TypeVar("V", bound=RowValue)

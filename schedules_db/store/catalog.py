@@ -21,11 +21,11 @@ from schedules_db.keys import (
     target_key,
     target_labels,
 )
-from schedules_db.models import (
+from schedules_db.store.base import Aggregate
+from schedules_db.tables import (
     TargetRow,
     WorkloadRow,
 )
-from schedules_db.store.base import Aggregate
 from schedules_db.values import CATALOG, USER, Target, Workload, value_of
 
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
-from schedules_db.models import CostModelRow
 from schedules_db.store.base import Aggregate
+from schedules_db.tables import CostModelRow
 
 
 @dataclass(frozen=True)

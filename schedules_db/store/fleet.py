@@ -18,11 +18,11 @@ from typing import Any
 
 from sqlalchemy import select, update
 
-from schedules_db.models import (
+from schedules_db.store.base import Aggregate
+from schedules_db.tables import (
     WorkerRow,
     utcnow,
 )
-from schedules_db.store.base import Aggregate
 from schedules_db.values import Worker, value_of
 
 

@@ -28,13 +28,13 @@ from typing import Any
 
 from sqlalchemy import func, select, update
 
-from schedules_db.models import (
+from schedules_db.store.base import Aggregate, owned_by, rowcount
+from schedules_db.tables import (
     JobRow,
     ScheduleRow,
     TuningRecordRow,
     utcnow,
 )
-from schedules_db.store.base import Aggregate, owned_by, rowcount
 from schedules_db.values import FINAL_STATES, Job, JobState, value_of
 
 

@@ -15,8 +15,8 @@ from typing import Any
 from sqlalchemy import delete, insert, or_, update
 from sqlalchemy.exc import IntegrityError
 
-from schedules_db.models import LeaseRow, utcnow
 from schedules_db.store.base import Aggregate
+from schedules_db.tables import LeaseRow, utcnow
 
 
 class Leases(Aggregate):

@@ -21,8 +21,8 @@ from typing import Any
 
 from sqlalchemy import false, func, or_, select, update
 
-from schedules_db.models import ArtifactRow, JobRow, ModelRow, ModelTaskRow, utcnow
 from schedules_db.store.base import Aggregate, rowcount
+from schedules_db.tables import ArtifactRow, JobRow, ModelRow, ModelTaskRow, utcnow
 from schedules_db.values import (
     FINAL_STATES,
     Artifact,

@@ -21,14 +21,14 @@ from typing import Any
 from sqlalchemy import ColumnElement, Select, select, update
 from sqlalchemy.exc import IntegrityError
 
-from schedules_db.models import (
+from schedules_db.store.base import Aggregate, rowcount
+from schedules_db.tables import (
     NeighbourAnswerRow,
     ScheduleRow,
     TuningRecordRow,
     WorkloadRow,
     utcnow,
 )
-from schedules_db.store.base import Aggregate, rowcount
 from schedules_db.values import (
     USER,
     NeighbourAnswer,

@@ -24,10 +24,10 @@ from schedules_db.keys import (
     sha256_hex,
     tvm_series,
 )
-from schedules_db.models import (
+from schedules_db.store.base import Aggregate, rowcount
+from schedules_db.tables import (
     TuningRecordRow,
 )
-from schedules_db.store.base import Aggregate, rowcount
 from schedules_db.values import NewRecord, Record, value_of
 
 

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from sqlalchemy import func, select
 
-from schedules_db.models import (
+from schedules_db.store.base import Aggregate, owned_by
+from schedules_db.tables import (
     ArtifactRow,
     JobRow,
     ScheduleRow,
@@ -29,7 +30,6 @@ from schedules_db.models import (
     WorkloadRow,
     utcnow,
 )
-from schedules_db.store.base import Aggregate, owned_by
 from schedules_db.values import Artifact, JobState, NewSchedule, Schedule, value_of
 
 

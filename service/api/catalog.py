@@ -7,11 +7,11 @@ from typing import Any
 from fastapi import APIRouter
 
 from service.api.deps import SettingsDep, StoreDep
-from service.api.models import OperatorOut, TargetsOut
 from service.api.views import live_target_ids
-from service.auth import AnyReader
-from service.schemas import target_json
-from service.strict_input import StrictRoute
+from service.web.auth import AnyReader
+from service.web.responses import OperatorOut, TargetsOut
+from service.web.schemas import target_json
+from service.web.strict_input import StrictRoute
 from tuning.catalog import list_operators
 from tuning.catalog.dtypes import TOLERANCE_RULES
 from tuning.hardware.targets import HOST, resolve_target

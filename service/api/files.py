@@ -1,6 +1,6 @@
 """Serving a stored file (a schedule's library, a compiled model) from the artifact store:
 content-addressed, so its sha256 is its ``ETag`` and ``If-None-Match`` gets a 304. The bytes
-are served only from a verified local file (`service.artifact_files`)."""
+are served only from a verified local file (`service.shared.artifact_files`)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from starlette.concurrency import run_in_threadpool
 
 from schedules_db.blobs import BlobCorrupt, BlobMissing, BlobUnavailable
 from schedules_db.values import Artifact
-from service.artifact_files import ArtifactFiles
-from service.errors import not_found
-from service.refusals import Refusal, refusal_schema
+from service.shared.artifact_files import ArtifactFiles
+from service.web.errors import not_found
+from service.web.refusals import Refusal, refusal_schema
 
 log = logging.getLogger("tunehub.artifacts")
 STORE_RETRY_S = 5

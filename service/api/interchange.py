@@ -8,14 +8,14 @@ from typing import Any
 from fastapi import APIRouter
 
 from service.api.deps import LimitsDep, QueueDep, StoreDep
-from service.api.models import ExportOut, ImportOut
 from service.api.usecases.export_database import export_database as export
 from service.api.usecases.import_database import import_database as import_
-from service.auth import AnyReader, CodeSubmitter
-from service.errors import responses
-from service.schemas import ImportBody, TargetQuery
-from service.strict_input import StrictRoute
-from service.untrusted_input import ISOLATION_RESPONSES
+from service.web.auth import AnyReader, CodeSubmitter
+from service.web.errors import responses
+from service.web.responses import ExportOut, ImportOut
+from service.web.schemas import ImportBody, TargetQuery
+from service.web.strict_input import StrictRoute
+from service.web.untrusted_input import ISOLATION_RESPONSES
 
 router = APIRouter(tags=["interchange"], route_class=StrictRoute)
 

@@ -15,18 +15,18 @@ from starlette.concurrency import run_in_threadpool
 from schedules_db import browse, lookups
 from schedules_db.values import FINAL_STATES, JobState
 from service.api.deps import LimitsDep, QueueDep, ServicesDep, SettingsDep, StoreDep
-from service.api.models import JobOut
 from service.api.paging import PAGE_HEADERS, Paging, page_headers
 from service.api.usecases.cancel_job import cancel_job as cancel
 from service.api.usecases.create_job import create_job as create
 from service.api.views import job_view, job_with_parts, live_target_ids, present
-from service.auth import AnyReader, Submitter
-from service.errors import not_found, responses
-from service.fast_json import json_answer, json_bytes
-from service.reads import lookup
-from service.schemas import JobCreate, RowId
-from service.strict_input import StrictRoute
-from service.untrusted_input import ISOLATION_RESPONSES
+from service.web.auth import AnyReader, Submitter
+from service.web.errors import not_found, responses
+from service.web.fast_json import json_answer, json_bytes
+from service.web.reads import lookup
+from service.web.responses import JobOut
+from service.web.schemas import JobCreate, RowId
+from service.web.strict_input import StrictRoute
+from service.web.untrusted_input import ISOLATION_RESPONSES
 
 router = APIRouter(prefix="/jobs", tags=["jobs"], route_class=StrictRoute)
 

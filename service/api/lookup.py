@@ -19,13 +19,13 @@ from schedules_db.keys import target_key
 from schedules_db.reader import SqlScheduleReader
 from schedules_db.tokens import SUBMIT
 from service.api.deps import QueueDep, SettingsDep, StoreDep
-from service.api.models import LookupOut, TunedRecordOut
 from service.api.usecases.neighbour_answers import answer_missing
 from service.api.usecases.target_names import resolve_job_target
-from service.auth import AnyReader, PostedReader
-from service.schemas import SHASH_PATTERN, LookupBody
-from service.strict_input import StrictRoute
-from service.targets import find_named_target
+from service.shared.targets import find_named_target
+from service.web.auth import AnyReader, PostedReader
+from service.web.responses import LookupOut, TunedRecordOut
+from service.web.schemas import SHASH_PATTERN, LookupBody
+from service.web.strict_input import StrictRoute
 
 router = APIRouter(tags=["lookup"], route_class=StrictRoute)
 

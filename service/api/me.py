@@ -8,9 +8,9 @@ from fastapi import APIRouter
 
 from schedules_db.tokens import SCOPES
 from service.api.deps import SettingsDep
-from service.api.models import MeOut
-from service.auth import Reader
-from service.schemas import iso
+from service.web.auth import Reader
+from service.web.responses import MeOut
+from service.web.schemas import iso
 
 router = APIRouter(tags=["auth"])
 

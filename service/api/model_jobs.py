@@ -10,16 +10,16 @@ from starlette.concurrency import run_in_threadpool
 from service.api.deps import BlobsDep, LimitsDep, QueueDep, ServicesDep, SettingsDep, StoreDep
 from service.api.files import STORE_FAILURES, artifact_response
 from service.api.model_views import model_view
-from service.api.models import ModelOut
 from service.api.usecases.cancel_model import cancel_model as cancel
 from service.api.usecases.create_model import create_model as create
 from service.api.views import present
-from service.auth import AnyReader, CodeSubmitter, Submitter
-from service.errors import not_found, responses
-from service.refusals import Refusal, refusal_schema
-from service.schemas import ModelCreate, RowId
-from service.strict_input import StrictRoute
-from service.untrusted_input import ISOLATION_RESPONSES
+from service.web.auth import AnyReader, CodeSubmitter, Submitter
+from service.web.errors import not_found, responses
+from service.web.refusals import Refusal, refusal_schema
+from service.web.responses import ModelOut
+from service.web.schemas import ModelCreate, RowId
+from service.web.strict_input import StrictRoute
+from service.web.untrusted_input import ISOLATION_RESPONSES
 
 router = APIRouter(prefix="/models", tags=["models"], route_class=StrictRoute)
 

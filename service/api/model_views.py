@@ -1,5 +1,5 @@
 """How the routes show a whole-model job: its tasks with their jobs' progress, its compile and
-what it measured (the JSON `service.api.models.ModelOut` documents)."""
+what it measured (the JSON `service.web.responses.ModelOut` documents)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 from schedules_db import Store
 from schedules_db.values import FINAL_STATES, JobState, ModelJob
 from service.api.views import present
-from service.schemas import iso, target_json
+from service.web.schemas import iso, target_json
 
 
 def model_view(store: Store, model: ModelJob, with_tasks: bool = True) -> dict[str, Any]:

@@ -13,17 +13,23 @@ from schedules_db import browse, lookups
 from schedules_db.browse import ScheduleFilter
 from service.api.deps import ServicesDep, StoreDep
 from service.api.files import STORE_FAILURES, artifact_response
-from service.api.models import ScheduleDetail, ScheduleOut
 from service.api.paging import PAGE_HEADERS, Paging, page_headers
 from service.api.usecases.best_schedule import NOT_TUNED, best_schedule
 from service.api.usecases.target_names import target_id_of
 from service.api.views import schedule_detail_bytes
-from service.auth import AnyReader
-from service.errors import not_found, responses
-from service.fast_json import json_answer, json_bytes
-from service.reads import lookup
-from service.schemas import SHASH_PATTERN, OptionalTargetQuery, RowId, TargetQuery, schedule_json
-from service.strict_input import StrictRoute
+from service.web.auth import AnyReader
+from service.web.errors import not_found, responses
+from service.web.fast_json import json_answer, json_bytes
+from service.web.reads import lookup
+from service.web.responses import ScheduleDetail, ScheduleOut
+from service.web.schemas import (
+    SHASH_PATTERN,
+    OptionalTargetQuery,
+    RowId,
+    TargetQuery,
+    schedule_json,
+)
+from service.web.strict_input import StrictRoute
 
 ScheduleSort = Literal["id", "date", "gflops", "latency", "speedup", "peak", "trials"]
 

@@ -9,12 +9,12 @@ from typing import Any
 from fastapi import APIRouter
 
 from service.api.deps import LimitsDep, QueueDep, SettingsDep, StoreDep
-from service.api.models import TaskUploadOut
 from service.api.usecases.tune_missing import tune_missing
-from service.auth import CodeSubmitter
-from service.schemas import TaskUploadBody
-from service.strict_input import StrictRoute
-from service.untrusted_input import ISOLATION_RESPONSES
+from service.web.auth import CodeSubmitter
+from service.web.responses import TaskUploadOut
+from service.web.schemas import TaskUploadBody
+from service.web.strict_input import StrictRoute
+from service.web.untrusted_input import ISOLATION_RESPONSES
 
 router = APIRouter(tags=["lookup"], route_class=StrictRoute)
 

@@ -2,8 +2,8 @@
 for; a schedule with its parts. Shared by the route modules and the use cases (route modules
 never import one another).
 
-Each view reads what it needs from the store and returns the JSON of `service.schemas` (whose
-shapes `service.api.models` documents).
+Each view reads what it needs from the store and returns the JSON of `service.web.schemas` (whose
+shapes `service.web.responses` documents).
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from typing import Any, TypeVar
 
 from schedules_db import Store, lookups
 from schedules_db.values import Job, JobState, ScheduleInfo, Target, Worker, WorkloadInfo
-from service.fast_json import compact_json, with_raw_fields
-from service.schemas import iso, job_json, schedule_json
-from service.settings import Settings
+from service.shared.settings import Settings
+from service.web.fast_json import compact_json, with_raw_fields
+from service.web.schemas import iso, job_json, schedule_json
 
 T = TypeVar("T")
 
@@ -79,7 +79,7 @@ def schedule_view(store: Store, schedule: ScheduleInfo) -> dict[str, Any]:
 
 
 def schedule_detail_bytes(parts: lookups.ScheduleDetail) -> bytes:
-    """A schedule as `service.schemas.schedule_detail_json` shows it, as JSON bytes: the stored
+    """A schedule as `service.web.schemas.schedule_detail_json` shows it, as JSON bytes: the stored
     trace text goes in as it is (compacted once per text), not parsed and re-serialised."""
     body = schedule_json(*parts)
     trace = compact_json(parts.record.trace_json) if parts.record else "[[],[]]"

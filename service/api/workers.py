@@ -7,10 +7,10 @@ from typing import Any
 from fastapi import APIRouter
 
 from service.api.deps import SettingsDep, StoreDep
-from service.api.models import WorkerOut
 from service.api.views import workers_view
-from service.auth import AnyReader
-from service.strict_input import StrictRoute
+from service.web.auth import AnyReader
+from service.web.responses import WorkerOut
+from service.web.strict_input import StrictRoute
 
 router = APIRouter(prefix="/workers", tags=["workers"], route_class=StrictRoute)
 

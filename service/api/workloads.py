@@ -9,13 +9,13 @@ from starlette.concurrency import run_in_threadpool
 
 from schedules_db import browse
 from service.api.deps import StoreDep
-from service.api.models import CurvePointOut, WorkloadDetail, WorkloadOut
 from service.api.usecases.target_names import target_id_of
 from service.api.views import present, schedule_view
-from service.auth import AnyReader
-from service.errors import not_found, responses
-from service.schemas import RowId, TargetQuery, iso, target_json, workload_json
-from service.strict_input import StrictRoute
+from service.web.auth import AnyReader
+from service.web.errors import not_found, responses
+from service.web.responses import CurvePointOut, WorkloadDetail, WorkloadOut
+from service.web.schemas import RowId, TargetQuery, iso, target_json, workload_json
+from service.web.strict_input import StrictRoute
 
 router = APIRouter(prefix="/workloads", tags=["workloads"], route_class=StrictRoute)
 

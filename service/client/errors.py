@@ -23,7 +23,7 @@ def answer_error(response: httpx.Response) -> TunehubError:
 
 class TunehubError(Exception):
     """An error answer of the service: ``status``, FastAPI's ``detail`` and the JSON ``body``
-    (None when it was not JSON; a `service.refusals` body has a ``type`` and more fields)."""
+    (None when it was not JSON; a `service.web.refusals` body has a ``type`` and more fields)."""
 
     def __init__(self, status: int, detail: Any, body: Any = None) -> None:
         super().__init__(f"HTTP {status}: {detail}")

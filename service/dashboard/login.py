@@ -1,7 +1,7 @@
 """``/dashboard/session``: a browser exchanges an API token for a session cookie, and logs out.
 
 The token travels once, in a JSON body (never a URL), from the login page's script; the answer
-sets the cookie (`service.sessions`) and says who is logged in with which scopes. Logout ends
+sets the cookie (`service.web.sessions`) and says who is logged in with which scopes. Logout ends
 the session on the server (the cookie's id stops working at once, wherever it was copied)
 and clears the cookie."""
 
@@ -14,9 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from schedules_db.tokens import SCOPES
 from service.api.deps import ServicesDep
-from service.auth import unauthorized
-from service.refusals import Refusal, refusal_schema
-from service.sessions import (
+from service.web.auth import unauthorized
+from service.web.refusals import Refusal, refusal_schema
+from service.web.sessions import (
     LIFETIME,
     check_csrf,
     clear_session_cookie,
@@ -25,7 +25,7 @@ from service.sessions import (
     session_of,
     set_session_cookie,
 )
-from service.strict_input import StrictRoute
+from service.web.strict_input import StrictRoute
 
 router = APIRouter(prefix="/dashboard", tags=["dashboard"], route_class=StrictRoute)
 

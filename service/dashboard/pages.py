@@ -19,20 +19,20 @@ from fastapi.templating import Jinja2Templates
 
 from schedules_db import Store, browse, lookups
 from schedules_db.browse import ScheduleFilter
-from schedules_db.models import utcnow
+from schedules_db.tables import utcnow
 from schedules_db.tokens import ADMIN, SCOPES, SUBMIT, SUBMIT_CODE
 from schedules_db.values import FINAL_STATES, JobState
 from service.api.deps import ServicesDep
 from service.api.model_views import model_view
 from service.api.usecases.target_names import target_id_of
 from service.api.views import job_with_parts, live_target_ids, workers_view
-from service.auth import Identity, viewer
 from service.dashboard.formatting import FILTERS
 from service.dashboard.highlight import highlight_json, highlight_python
-from service.errors import not_found
-from service.schemas import RowId, schedule_json
-from service.sessions import csrf_token, session_of
-from service.strict_input import StrictRoute
+from service.web.auth import Identity, viewer
+from service.web.errors import not_found
+from service.web.schemas import RowId, schedule_json
+from service.web.sessions import csrf_token, session_of
+from service.web.strict_input import StrictRoute
 from tuning.catalog.dtypes import TOLERANCE_RULES
 
 templates = Jinja2Templates(directory=Path(__file__).parent / "templates")

@@ -11,10 +11,10 @@ from datetime import timedelta
 from typing import Any
 
 from schedules_db import Store, make_engine, upgrade_schema
-from service.artifact_files import open_blob_store
-from service.queue import make_celery, queue_name
-from service.settings import Settings
-from service.targets import find_named_target, record_target, resolve_named
+from service.shared.artifact_files import open_blob_store
+from service.shared.queue import make_celery, queue_name
+from service.shared.settings import Settings
+from service.shared.targets import find_named_target, record_target, resolve_named
 from service.worker.runner import WorkerContext
 from service.worker.task import register_tune_task
 from tuning.hardware.bandwidth import target_bandwidth

@@ -26,7 +26,7 @@ from tvm.target import Target
 from schedules_db.blobs import BlobStore, DirectoryBlobs
 from schedules_db.store import Store
 from schedules_db.values import JobState
-from service.settings import default_timing_ms
+from service.shared.settings import default_timing_ms
 from service.worker.cost_model_files import CostModelFiles
 from service.worker.heartbeat import Heartbeat, JobBeat
 from service.worker.job_store import LostOwnership, OwnedJob, load_inputs

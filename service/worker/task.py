@@ -6,7 +6,7 @@ import logging
 
 from celery import Celery
 
-from service.queue import TASK_NAME
+from service.shared.queue import TASK_NAME
 from service.worker.runner import WorkerContext, run_next
 
 log = logging.getLogger("tunehub.worker")

@@ -20,8 +20,8 @@ from playwright.sync_api import Browser, ConsoleMessage, Dialog, Page, Request, 
 
 from schedules_db import Store, make_engine, upgrade_schema
 from schedules_db.tokens import TokenStore
-from service.app import create_app
-from service.settings import Settings
+from service.entry.app import create_app
+from service.shared.settings import Settings
 from tests.conftest import ServerThread
 from tests.dashboard.seed import Seeded, seed
 from tuning.hardware.host import current_tvm_series

@@ -18,7 +18,7 @@ from datetime import datetime, timedelta, timezone
 
 from sqlalchemy import Engine, insert
 
-from schedules_db.models import (
+from schedules_db.tables import (
     ArtifactRow,
     JobRow,
     ModelRow,

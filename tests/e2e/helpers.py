@@ -46,10 +46,10 @@ def start_serve(folder: Path, *args: str) -> tuple[subprocess.Popen, str, Path]:
 
 
 def start(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
-    """Start ``python -m service.cli ARGS`` in its own process group, logging to ``log``."""
+    """Start ``python -m service.entry.cli ARGS`` in its own process group, logging to ``log``."""
     handle = open(log, "wb")  # noqa: SIM115 - closed by stop()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "service.cli", *args],
+        [sys.executable, "-m", "service.entry.cli", *args],
         env=env,
         stdout=handle,
         stderr=subprocess.STDOUT,
@@ -117,7 +117,7 @@ def cli(
 ) -> subprocess.CompletedProcess:
     """Run the `tunehub` CLI to completion."""
     return subprocess.run(
-        [sys.executable, "-m", "service.cli", *args],
+        [sys.executable, "-m", "service.entry.cli", *args],
         env=env,
         capture_output=True,
         text=True,

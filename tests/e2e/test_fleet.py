@@ -17,10 +17,10 @@ import pytest
 from sqlalchemy import create_engine, distinct, func, select
 
 from schedules_db.keys import target_key
-from schedules_db.models import TuningRecordRow
-from service.app import create_app
+from schedules_db.tables import TuningRecordRow
 from service.client import TunehubClient
-from service.settings import Settings
+from service.entry.app import create_app
+from service.shared.settings import Settings
 from tests.conftest import ServerThread, free_port, reset_pg_schema
 from tests.e2e.helpers import cli, start, stop, wait_http, wait_job, wait_until
 from tests.e2e.test_worker_brokers import _amqp_url

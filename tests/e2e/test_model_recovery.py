@@ -14,8 +14,8 @@ import httpx
 import psutil
 import pytest
 
-from service.app import create_app
-from service.settings import Settings
+from service.entry.app import create_app
+from service.shared.settings import Settings
 from tests.conftest import ServerThread, reset_pg_schema
 from tests.e2e.helpers import start, stop, wait_until
 from tests.e2e.test_fleet import _alive, _records, _workers

@@ -23,9 +23,9 @@ from sqlalchemy import select
 
 from schedules_db import make_engine, upgrade_schema
 from schedules_db.blobs import DatabaseBlobs, StoredBlob
-from schedules_db.models import LeaseRow
+from schedules_db.tables import LeaseRow
 from schedules_db.tokens import TokenStore
-from service.settings import Settings
+from service.shared.settings import Settings
 from tests.conftest import free_port, reset_pg_schema
 from tests.e2e.helpers import serve_env, start, stop, wait_http, wait_until
 from tests.e2e.test_fleet import _workers
@@ -56,7 +56,8 @@ def _jailed_worker(
     """`tunehub worker` in a new mount namespace where each of ``hidden`` is an empty tmpfs."""
     mounts = " && ".join(f"mount -t tmpfs -o size=1m tunehub-hidden '{d}'" for d in hidden)
     command = (
-        f"{mounts} && exec '{sys.executable}' -m service.cli worker --target host --name {name}"
+        f"{mounts} && exec '{sys.executable}' -m service.entry.cli worker --target host"
+        f" --name {name}"
     )
     handle = open(log, "wb")  # noqa: SIM115 - closed by stop()
     proc = subprocess.Popen(

@@ -13,8 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from service.app import create_app
-from service.settings import Settings
+from service.entry.app import create_app
+from service.shared.settings import Settings
 from tests.conftest import ServerThread, free_port
 from tests.e2e.helpers import start, stop, wait_job
 from tuning.hardware.targets import resolve_target

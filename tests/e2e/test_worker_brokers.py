@@ -11,9 +11,9 @@ import httpx
 import pytest
 from sqlalchemy import create_engine, func, select
 
-from schedules_db.models import TuningRecordRow
-from service.app import create_app
-from service.settings import Settings
+from schedules_db.tables import TuningRecordRow
+from service.entry.app import create_app
+from service.shared.settings import Settings
 from tests.conftest import ServerThread, reset_pg_schema
 from tests.e2e.helpers import start, stop, wait_job
 

@@ -27,8 +27,8 @@ from schedules_db.blobs import (
     StoredBlob,
     collect_garbage,
 )
-from schedules_db.models import ArtifactRow, BlobChunkRow, BlobRow, CostModelRow, utcnow
 from schedules_db.store.cost_models import CostModel
+from schedules_db.tables import ArtifactRow, BlobChunkRow, BlobRow, CostModelRow, utcnow
 from tests.schedules_db.published import publish
 
 

@@ -9,9 +9,9 @@ from datetime import timedelta
 
 from sqlalchemy import func, select
 
-from schedules_db.models import JobRow, TuningRecordRow
-from schedules_db.models import utcnow as now
 from schedules_db.store import Store
+from schedules_db.tables import JobRow, TuningRecordRow
+from schedules_db.tables import utcnow as now
 from schedules_db.values import Job, JobState
 from tests.schedules_db.store_data import STALE, pair, target
 

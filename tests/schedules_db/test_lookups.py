@@ -4,7 +4,7 @@ query each, on SQLite and on PostgreSQL."""
 from __future__ import annotations
 
 from schedules_db import Store, lookups
-from schedules_db.models import ArtifactRow, JobRow, ScheduleRow, TargetRow, WorkloadRow
+from schedules_db.tables import ArtifactRow, JobRow, ScheduleRow, TargetRow, WorkloadRow
 from tests.schedules_db.published import publish
 
 

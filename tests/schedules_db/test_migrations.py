@@ -12,7 +12,7 @@ from alembic.migration import MigrationContext
 from sqlalchemy import text
 
 from schedules_db import Store, make_engine, upgrade_schema
-from schedules_db.models import Base
+from schedules_db.tables import Base
 
 
 def test_migrations_match_the_models(store_url: str) -> None:

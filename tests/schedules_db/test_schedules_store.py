@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from sqlalchemy import func, select
 
-from schedules_db.models import ScheduleRow
 from schedules_db.store import Store
+from schedules_db.tables import ScheduleRow
 from schedules_db.values import Artifact, Schedule
 from tests.schedules_db.store_data import STALE, pair, record, schedule
 

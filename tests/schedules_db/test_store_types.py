@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 
 from schedules_db import browse, lookups, values
-from schedules_db.models import Base
 from schedules_db.reader import SqlScheduleReader
 from schedules_db.store import Store
 from schedules_db.store.catalog import CatalogRows
@@ -24,6 +23,7 @@ from schedules_db.store.models import Models
 from schedules_db.store.neighbours import Neighbours
 from schedules_db.store.records import Records
 from schedules_db.store.schedules import Schedules
+from schedules_db.tables import Base
 from tests.schedules_db.published import publish
 
 AGGREGATES = (CatalogRows, Jobs, Records, Schedules, Fleet, Models, Neighbours, SqlScheduleReader)

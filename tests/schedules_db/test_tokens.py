@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import select
 
 from schedules_db import make_engine, upgrade_schema
-from schedules_db.models import ApiTokenRow, utcnow
+from schedules_db.tables import ApiTokenRow, utcnow
 from schedules_db.tokens import PREFIX, TokenStore, effective_scopes, hash_token
 
 

@@ -16,7 +16,7 @@ import pytest
 from sqlalchemy import update
 
 from schedules_db import Store
-from schedules_db.models import ScheduleRow
+from schedules_db.tables import ScheduleRow
 from schedules_db.values import NewRecord
 from service.worker.runner import WorkerContext, run_job
 from tests.conftest import host_store

@@ -109,7 +109,7 @@ def test_a_worker_that_cannot_build_the_jail_does_not_start(tmp_path: Path) -> N
     os.chmod(tmp_path, 0o777)
     done = subprocess.run(
         ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-m",
-         "service.cli", "worker", "--no-supervise", "--data-dir", str(tmp_path / "data")],
+         "service.entry.cli", "worker", "--no-supervise", "--data-dir", str(tmp_path / "data")],
         cwd=tmp_path, capture_output=True, text=True, timeout=120,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )  # fmt: skip

@@ -19,8 +19,8 @@ import pytest
 
 from schedules_db import Store, make_engine, upgrade_schema
 from schedules_db.tokens import TokenStore
-from service.app import create_app
-from service.settings import Settings
+from service.entry.app import create_app
+from service.shared.settings import Settings
 from tests.conftest import ServerThread
 from tests.security.payloads import probe_module
 from tuning.sandbox.runner import _collect

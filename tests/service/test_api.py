@@ -11,9 +11,9 @@ import httpx
 import pytest
 from sqlalchemy import func, select
 
-from schedules_db.models import JobRow, TargetRow, WorkloadRow
-from service.app import create_app
-from service.settings import Settings
+from schedules_db.tables import JobRow, TargetRow, WorkloadRow
+from service.entry.app import create_app
+from service.shared.settings import Settings
 from tests.conftest import TINY, ServerThread
 from tests.service.rows import row_counts
 

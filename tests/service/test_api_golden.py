@@ -61,8 +61,8 @@ from schedules_db import Store, make_engine, upgrade_schema
 from schedules_db.keys import tvm_series
 from schedules_db.tokens import TokenStore
 from schedules_db.values import NewRecord, NewSchedule
-from service.app import create_app
-from service.settings import Settings
+from service.entry.app import create_app
+from service.shared.settings import Settings
 from tests.conftest import TINY, ServerThread
 from tests.service.golden_record import (
     Normaliser,

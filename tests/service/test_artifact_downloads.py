@@ -19,9 +19,9 @@ from sqlalchemy import Engine, create_engine, text, update
 
 from schedules_db import Store, make_engine, upgrade_schema
 from schedules_db.blobs import CHUNK_BYTES, DatabaseBlobs
-from schedules_db.models import ArtifactRow, BlobChunkRow
-from service.app import create_app
-from service.settings import Settings
+from schedules_db.tables import ArtifactRow, BlobChunkRow
+from service.entry.app import create_app
+from service.shared.settings import Settings
 from tests.conftest import ServerThread, reset_pg_schema
 from tests.e2e.helpers import cli
 from tests.schedules_db.published import publish

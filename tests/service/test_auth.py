@@ -16,12 +16,12 @@ import pytest
 from sqlalchemy import update
 
 from schedules_db import Store, make_engine, upgrade_schema
-from schedules_db.models import ApiTokenRow
+from schedules_db.tables import ApiTokenRow
 from schedules_db.tokens import TokenStore
-from service.app import create_app
-from service.auth import Access, route_table
-from service.cli import main
-from service.settings import Settings
+from service.entry.app import create_app
+from service.entry.cli import main
+from service.shared.settings import Settings
+from service.web.auth import Access, route_table
 from tests.conftest import TINY, ServerThread
 
 PREFIX = "/api/v1"

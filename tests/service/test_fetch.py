@@ -20,13 +20,13 @@ import pytest
 
 from schedules_db import Store, make_engine, upgrade_schema
 from schedules_db.tokens import TokenStore
-from service.app import create_app
-from service.cli import main
 from service.client import IntegrityError, TunehubClient
 from service.client.cache import LibraryCache, cache_root
 from service.client.errors import Offline
 from service.client.fetch import NotTuned
-from service.settings import Settings
+from service.entry.app import create_app
+from service.entry.cli import main
+from service.shared.settings import Settings
 from service.worker.runner import WorkerContext, run_job
 from tests.conftest import TINY, ServerThread
 from tests.schedules_db.published import artifact_blob, publish
@@ -296,7 +296,7 @@ def test_a_library_that_would_run_code_on_load_is_never_written(
     before anything could load it, by the id and by the key alike."""
     from sqlalchemy import update
 
-    from schedules_db.models import ArtifactRow
+    from schedules_db.tables import ArtifactRow
     from tests.security.payloads import probe_library
 
     marker = tmp_path / "marker"

@@ -12,9 +12,9 @@ import pytest
 
 from schedules_db import Store, make_engine
 from schedules_db.keys import target_key
-from service.app import create_app
 from service.client import TunehubClient, TunehubError
-from service.settings import Settings
+from service.entry.app import create_app
+from service.shared.settings import Settings
 from service.worker.runner import WorkerContext, run_next
 from tests.conftest import TINY, ServerThread
 from tests.e2e.helpers import cli

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from service.app import create_app
-from service.schemas import TIR_EXAMPLE
-from service.settings import Settings
+from service.entry.app import create_app
+from service.shared.settings import Settings
+from service.web.schemas import TIR_EXAMPLE
 from tests.conftest import ServerThread
 from tests.service.rows import row_counts
 from tuning.catalog import list_operators

@@ -1,4 +1,5 @@
-"""Request body caps (service.limits) over a real uvicorn server: 413 before the body is read."""
+"""Request body caps (service.web.limits) over a real uvicorn server: 413 before the body is
+read."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from service.app import create_app
-from service.settings import Settings
+from service.entry.app import create_app
+from service.shared.settings import Settings
 from tests.conftest import ServerThread
 
 JOB_CAP, IMPORT_CAP, DEFAULT_CAP = 32 * 1024, 256 * 1024, 4 * 1024

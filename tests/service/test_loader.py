@@ -21,10 +21,10 @@ import pytest
 from schedules_db import Store, make_engine, upgrade_schema
 from schedules_db.blobs import DirectoryBlobs
 from schedules_db.values import NewSchedule
-from service.app import create_app
 from service.client import TunehubClient
 from service.client.loader import KernelInputError, load_kernel, machine_cpus
-from service.settings import Settings
+from service.entry.app import create_app
+from service.shared.settings import Settings
 from tests.conftest import TINY, ServerThread
 from tests.tuning.store_rows import host_and_workload
 from tests.tuning.test_spaces import _packed_sample

@@ -15,10 +15,10 @@ from schedule_reads import ScheduleKey
 from schedules_db import Store, make_engine, upgrade_schema
 from schedules_db.reader import SqlScheduleReader
 from schedules_db.values import NewRecord
-from service.app import create_app
 from service.client import TunehubClient
 from service.client.reader import RestScheduleReader, SeriesMismatch
-from service.settings import Settings
+from service.entry.app import create_app
+from service.shared.settings import Settings
 from tests.conftest import ServerThread
 from tests.schedules_db.published import TVM_VERSION, publish
 

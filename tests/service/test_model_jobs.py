@@ -19,11 +19,11 @@ import pytest
 
 from schedules_db import Store, make_engine
 from service.api.usecases.create_model import split_budget
-from service.app import create_app
 from service.client import TunehubClient
 from service.client.relax_build import build
 from service.client.tvm_database import TunehubDatabase
-from service.settings import Settings
+from service.entry.app import create_app
+from service.shared.settings import Settings
 from service.worker.runner import WorkerContext, run_next
 from tests.conftest import ServerThread
 from tests.service.rows import row_counts

@@ -23,10 +23,10 @@ from tvm.s_tir.meta_schedule.tir_integration import compile_tir
 from schedules_db import Store, make_engine
 from schedules_db.values import NewNeighbourAnswer
 from service.api.usecases.neighbour_answers import NEIGHBOUR_PRIORITY
-from service.app import create_app
 from service.client import TunehubClient
 from service.client.tvm_database import TunehubDatabase
-from service.settings import Settings
+from service.entry.app import create_app
+from service.shared.settings import Settings
 from service.worker import neighbour_check, verification
 from service.worker.runner import WorkerContext, run_next
 from tests.conftest import ServerThread

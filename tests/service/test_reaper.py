@@ -8,9 +8,9 @@ from datetime import timedelta
 from pathlib import Path
 
 from schedules_db import Store, make_engine, upgrade_schema
-from service.queue import JobQueue
-from service.reaper import Reaper
-from service.settings import Settings
+from service.entry.reaper import Reaper
+from service.shared.queue import JobQueue
+from service.shared.settings import Settings
 
 
 def _messages(broker_db: Path) -> list[tuple[str, int]]:
@@ -50,7 +50,7 @@ def test_reaper_resends_lost_and_stale_jobs_and_purges_delivered(tmp_path: Path)
         conn.execute(
             "UPDATE kombu_message SET visible = 0 WHERE id = (SELECT MIN(id) FROM kombu_message)"
         )
-    from service.reaper import purge_delivered_sqlite_messages
+    from service.entry.reaper import purge_delivered_sqlite_messages
 
     assert purge_delivered_sqlite_messages(settings.broker) == 1
     assert all(visible for _, visible in _messages(tmp_path / "broker.db"))

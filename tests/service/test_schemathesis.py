@@ -27,8 +27,8 @@ from schemathesis.config import SchemathesisConfig
 
 from schedules_db import Store, make_engine, upgrade_schema
 from schedules_db.tokens import ADMIN, TokenStore
-from service.app import create_app
-from service.settings import Settings
+from service.entry.app import create_app
+from service.shared.settings import Settings
 from tests.conftest import ServerThread
 from tests.schedules_db.published import publish
 from tuning.hardware.host import current_tvm_series

@@ -16,9 +16,9 @@ import pytest
 
 from schedules_db import make_engine, upgrade_schema
 from schedules_db.tokens import TokenStore
-from service.app import create_app
-from service.settings import Settings
-from service.shared_limits import shared_limits
+from service.entry.app import create_app
+from service.shared.settings import Settings
+from service.web.shared_limits import shared_limits
 from tests.conftest import ServerThread, free_port, reset_pg_schema
 
 JOB = {"operator": {"name": "matmul", "params": {"M": 8, "N": 8, "K": 8}}, "target": "host"}

@@ -9,8 +9,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from service.app import create_app
-from service.settings import Settings
+from service.entry.app import create_app
+from service.shared.settings import Settings
 from tests.conftest import TINY, ServerThread
 from tests.service.rows import row_counts
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from service.app import create_app
-from service.settings import Settings
+from service.entry.app import create_app
+from service.shared.settings import Settings
 from tests.conftest import ServerThread
 from tests.service.rows import row_counts
 from tests.tuning.escapes import running

@@ -12,10 +12,10 @@ import pytest
 
 from schedules_db import make_engine
 from schedules_db.tokens import TokenStore
-from service.cli import main
-from service.host_cli import serve_refusal
-from service.settings import Settings
-from service.token_cli import parse_expiry
+from service.entry.cli import main
+from service.entry.host_cli import serve_refusal
+from service.entry.token_cli import parse_expiry
+from service.shared.settings import Settings
 
 
 def test_token_cli_creates_lists_and_revokes(

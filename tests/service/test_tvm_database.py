@@ -18,11 +18,11 @@ from tvm.s_tir.meta_schedule.tir_integration import compile_tir
 
 from schedules_db import Store, make_engine, upgrade_schema
 from schedules_db.values import NewRecord, NewSchedule
-from service.app import create_app
 from service.client import TunehubClient
 from service.client.errors import Offline, OfflineWarning
 from service.client.tvm_database import TunehubDatabase
-from service.settings import Settings
+from service.entry.app import create_app
+from service.shared.settings import Settings
 from service.worker.runner import WorkerContext, run_next
 from tests.conftest import TINY, ServerThread
 from tuning.catalog import get_operator

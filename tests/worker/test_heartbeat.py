@@ -10,8 +10,8 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import update
 
-from schedules_db.models import JobRow, utcnow
 from schedules_db.store import Store
+from schedules_db.tables import JobRow, utcnow
 from service.worker.heartbeat import Heartbeat
 
 EVERY_S = 0.05

@@ -132,7 +132,7 @@ def test_a_job_taken_over_from_a_dead_worker_resumes_from_its_records(tuned_stor
 
     from sqlalchemy import update
 
-    from schedules_db.models import JobRow, TuningRecordRow, utcnow
+    from schedules_db.tables import JobRow, TuningRecordRow, utcnow
 
     store = tuned_store["store"]
     tid = tuned_store["target_id"]
@@ -202,7 +202,7 @@ def test_cancel_stops_the_search_after_one_batch_and_keeps_its_records(
 ) -> None:
     from sqlalchemy import update
 
-    from schedules_db.models import JobRow
+    from schedules_db.tables import JobRow
 
     store = tuned_store["store"]
     tid = tuned_store["target_id"]

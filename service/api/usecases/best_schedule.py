@@ -19,10 +19,10 @@ from schedules_db import Store, lookups
 from schedules_db.keys import target_key
 from schedules_db.lookups import ScheduleParts
 from schedules_db.values import Target
-from service.errors import invalid, prefixed
-from service.refusals import Refusal
-from service.strict_input import InputRejected, strict_loads
-from service.targets import find_named_target, is_name
+from service.shared.targets import find_named_target, is_name
+from service.web.errors import invalid, prefixed
+from service.web.refusals import Refusal
+from service.web.strict_input import InputRejected, strict_loads
 from tuning.catalog import get_operator, list_operators
 from tuning.catalog.workload import catalog_workload
 from tuning.hardware.targets import TargetError, resolve_target

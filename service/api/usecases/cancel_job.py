@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from schedules_db import Store
 from schedules_db.values import Job, JobState
-from service.auth import Identity, require_owner
-from service.errors import not_found
-from service.queue import JobQueue
+from service.shared.queue import JobQueue
+from service.web.auth import Identity, require_owner
+from service.web.errors import not_found
 
 
 def cancel_job(store: Store, queue: JobQueue, who: Identity, job_id: int) -> Job:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from schedules_db import Store
 from schedules_db.values import FINAL_STATES, ModelJob
 from service.api.usecases.cancel_job import cancel_job
-from service.auth import Identity, require_owner
-from service.errors import not_found
-from service.queue import JobQueue
+from service.shared.queue import JobQueue
+from service.web.auth import Identity, require_owner
+from service.web.errors import not_found
 
 
 def cancel_model(store: Store, queue: JobQueue, who: Identity, model_id: int) -> ModelJob:

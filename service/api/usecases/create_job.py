@@ -14,15 +14,15 @@ from schedules_db.tokens import ADMIN, SUBMIT_CODE
 from schedules_db.values import Job, JobState
 from service.api.usecases.admission import admitted_target
 from service.api.usecases.dispatch import dispatch_or_defer
-from service.auth import Identity, require
-from service.errors import invalid, prefixed
-from service.queue import JobQueue, queue_name
-from service.quotas import check_active_jobs
-from service.schemas import JobCreate, OperatorSpec, TirSpec
-from service.settings import Settings
-from service.shared_limits import SharedLimits
-from service.targets import record_target
-from service.untrusted_input import parsed_tir
+from service.shared.queue import JobQueue, queue_name
+from service.shared.settings import Settings
+from service.shared.targets import record_target
+from service.web.auth import Identity, require
+from service.web.errors import invalid, prefixed
+from service.web.quotas import check_active_jobs
+from service.web.schemas import JobCreate, OperatorSpec, TirSpec
+from service.web.shared_limits import SharedLimits
+from service.web.untrusted_input import parsed_tir
 from tuning.catalog import get_operator, list_operators
 from tuning.catalog.workload import WorkloadSpec, catalog_workload
 from tuning.search.spaces import SpaceError, resolve_space

@@ -26,15 +26,15 @@ from schedules_db.blobs import BlobStore
 from schedules_db.values import JobState, ModelJob, NewModelTask
 from service.api.usecases.admission import admitted_target
 from service.api.usecases.dispatch import dispatch_or_defer, wake_compile_or_defer
-from service.auth import Identity
-from service.errors import invalid
-from service.queue import JobQueue, queue_name
-from service.quotas import check_active_jobs
-from service.schemas import ModelCreate
-from service.settings import Settings
-from service.shared_limits import SharedLimits
-from service.targets import record_target
-from service.untrusted_input import parsed_model
+from service.shared.queue import JobQueue, queue_name
+from service.shared.settings import Settings
+from service.shared.targets import record_target
+from service.web.auth import Identity
+from service.web.errors import invalid
+from service.web.quotas import check_active_jobs
+from service.web.schemas import ModelCreate
+from service.web.shared_limits import SharedLimits
+from service.web.untrusted_input import parsed_model
 from tuning.models.inputs import ModelInput
 from tuning.sandbox.user_model import ParsedModel
 from tuning.search.spaces import resolve_space

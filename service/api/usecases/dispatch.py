@@ -1,7 +1,7 @@
 """Handing a queued job to the broker: the one place a job id is sent and its message recorded.
 
 The job table is the source of truth, so a job the broker cannot take now is not lost: it stays
-``queued`` without ``enqueued_at`` and the reaper (`service.reaper`) sends it after
+``queued`` without ``enqueued_at`` and the reaper (`service.entry.reaper`) sends it after
 ``Settings.requeue_after_s``. The use cases behind the routes use `dispatch_or_defer` (the request
 succeeds either way); the reaper uses `dispatch` (a broker that is down ends its sweep; the next
 sweep retries).
@@ -13,7 +13,7 @@ import logging
 
 from schedules_db import Store
 from schedules_db.values import Job, ModelJob
-from service.queue import JobQueue
+from service.shared.queue import JobQueue
 
 log = logging.getLogger("tunehub.api")
 

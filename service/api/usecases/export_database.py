@@ -9,7 +9,7 @@ from typing import Any
 from schedules_db import Store
 from service.api.usecases.target_names import target_id_of
 from service.api.views import present
-from service.errors import not_found
+from service.web.errors import not_found
 from tuning.publish.interchange import (
     RECORD_FILE,
     WORKLOAD_FILE,
@@ -20,7 +20,7 @@ from tuning.publish.interchange import (
 
 def export_database(store: Store, target: str) -> dict[str, Any]:
     """The successful records of the target named ``target`` (key, label, "host" or JSON) as
-    the text of both files (`service.api.models.ExportOut`); 404 for a target the store does
+    the text of both files (`service.web.responses.ExportOut`); 404 for a target the store does
     not know, 422 for one tunehub refuses."""
     target_id = target_id_of(store, target)
     if target_id is None:

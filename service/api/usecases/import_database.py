@@ -22,13 +22,13 @@ from schedules_db.tokens import ADMIN
 from schedules_db.values import JobState, NewRecord
 from service.api.usecases.dispatch import dispatch_or_defer
 from service.api.usecases.target_names import resolve_job_target
-from service.auth import Identity, check_target, forbidden
-from service.errors import invalid
-from service.queue import JobQueue, queue_name
-from service.schemas import ImportBody
-from service.shared_limits import ParseGate, SharedLimits
-from service.targets import record_target
-from service.untrusted_input import isolated_parser
+from service.shared.queue import JobQueue, queue_name
+from service.shared.targets import record_target
+from service.web.auth import Identity, check_target, forbidden
+from service.web.errors import invalid
+from service.web.schemas import ImportBody
+from service.web.shared_limits import ParseGate, SharedLimits
+from service.web.untrusted_input import isolated_parser
 from tuning.publish.interchange import (
     RECORD_FILE,
     WORKLOAD_FILE,
@@ -49,7 +49,7 @@ def import_database(
     store: Store, queue: JobQueue, limits: SharedLimits, who: Identity, body: ImportBody
 ) -> dict[str, Any]:
     """Store the database's workloads and records for its target and queue the verification of
-    each workload's best; returns what was stored (`service.api.models.ImportOut`).
+    each workload's best; returns what was stored (`service.web.responses.ImportOut`).
 
     Refusals: a target tunehub refuses, or one no worker registered without ``admin`` (422);
     0 or more than `MAX_WORKLOADS` workloads, more than `MAX_RECORDS` records, or any bad line,

@@ -34,8 +34,8 @@ from schedules_db.values import (
     Workload,
 )
 from service.api.usecases.dispatch import dispatch_or_defer
-from service.queue import JobQueue, queue_name
-from service.settings import Settings
+from service.shared.queue import JobQueue, queue_name
+from service.shared.settings import Settings
 from tuning.catalog import get_operator
 from tuning.sandbox import SandboxError
 from tuning.sandbox.neighbour_refit import (

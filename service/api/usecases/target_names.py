@@ -1,8 +1,8 @@
 """Naming a target in a request: ``"host"``, a JSON target, or the key or label of a stored one
-(`service.targets`, which the worker's bootstrap shares), with a refusal as a 422.
+(`service.shared.targets`, which the worker's bootstrap shares), with a refusal as a 422.
 
 Used by job creation and import (a target in a request body: `resolve_job_target`, then
-`service.targets.record_target`) and by the reads that filter by target (a query parameter:
+`service.shared.targets.record_target`) and by the reads that filter by target (a query parameter:
 `target_id_of`).
 """
 
@@ -12,8 +12,8 @@ from typing import Any
 
 from schedules_db import Store
 from schedules_db.keys import target_key
-from service.errors import invalid
-from service.targets import find_named_target, is_name, resolve_named
+from service.shared.targets import find_named_target, is_name, resolve_named
+from service.web.errors import invalid
 from tuning.hardware.targets import ResolvedTarget, TargetError, resolve_target
 
 

@@ -21,14 +21,14 @@ from schedules_db.values import JobState
 from service.api.usecases.admission import admitted_target
 from service.api.usecases.dispatch import dispatch_or_defer
 from service.api.usecases.neighbour_answers import answer_missing
-from service.auth import Identity
-from service.queue import JobQueue, queue_name
-from service.quotas import check_active_jobs
-from service.schemas import TaskUploadBody
-from service.settings import Settings
-from service.shared_limits import SharedLimits
-from service.targets import record_target
-from service.untrusted_input import parsed_tasks
+from service.shared.queue import JobQueue, queue_name
+from service.shared.settings import Settings
+from service.shared.targets import record_target
+from service.web.auth import Identity
+from service.web.quotas import check_active_jobs
+from service.web.schemas import TaskUploadBody
+from service.web.shared_limits import SharedLimits
+from service.web.untrusted_input import parsed_tasks
 from tuning.sandbox.user_tasks import TaskSource
 from tuning.search.spaces import resolve_space
 
@@ -37,7 +37,7 @@ MISSING_TASK_TRIALS = 64  # a sent task's tuning budget (at most the server's ma
 
 @dataclass(frozen=True)
 class TaskState:
-    """What answers one sent task now (`service.api.models.UploadedTaskOut`)."""
+    """What answers one sent task now (`service.web.responses.UploadedTaskOut`)."""
 
     name: str
     workload: str

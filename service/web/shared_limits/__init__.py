@@ -2,8 +2,8 @@
 one identity parses one code upload at a time, and the lock that makes an identity's job-cap
 check and its job creation one step.
 
-Where they live: in Redis when ``TUNEHUB_REDIS_URL`` is set (`service.shared_limits.redis`),
-else in this process (`service.shared_limits.local`, the embedded default: one API process).
+Where they live: in Redis when ``TUNEHUB_REDIS_URL`` is set (`service.web.shared_limits.redis`),
+else in this process (`service.web.shared_limits.local`, the embedded default: one API process).
 Redis rather than the database because a token bucket is updated on every write request of
 every replica: an atomic Lua script in Redis costs ~0.1 ms and no database transaction or row
 lock; the job cap itself is still counted in the database (the jobs table is the truth), only
@@ -20,14 +20,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from service.settings import Settings
-from service.shared_limits.base import (
+from service.shared.settings import Settings
+from service.web.shared_limits.base import (
     AdmissionLocks,
     LimitsUnavailable,
     ParseGate,
     RateLimiter,
 )
-from service.shared_limits.local import LocalAdmissionLocks, LocalParseGate, WriteLimiter
+from service.web.shared_limits.local import LocalAdmissionLocks, LocalParseGate, WriteLimiter
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ class SharedLimits:
 def shared_limits(settings: Settings) -> SharedLimits:
     """The limits ``settings`` configure: in Redis at ``settings.redis_url``, else local."""
     if settings.redis_url:
-        from service.shared_limits.redis import redis_limits
+        from service.web.shared_limits.redis import redis_limits
 
         writes, parses, admissions, client = redis_limits(
             settings.redis_url, settings.write_rate_per_s, settings.write_burst

@@ -10,10 +10,10 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from service.errors import invalid
-from service.quotas import too_many
-from service.refusals import Refusal, refusal_schema
-from service.shared_limits import ParseGate
+from service.web.errors import invalid
+from service.web.quotas import too_many
+from service.web.refusals import Refusal, refusal_schema
+from service.web.shared_limits import ParseGate
 from tuning.models.inputs import ModelInput
 from tuning.sandbox import SandboxBusy, SandboxUnavailable, holding_slot
 from tuning.sandbox.user_model import ModelRejected, ParsedModel, ParsedTask, parse_model
@@ -30,7 +30,7 @@ ISOLATION_RESPONSES: dict[int | str, dict[str, Any]] = {
 def isolated_parser(gate: ParseGate, who: str) -> Iterator[None]:
     """Translate the sandbox's busy and unavailable states into 429 and 503 answers, and
     refuse (429) a second parse of the identity ``who`` while its first one runs on any replica
-    (``gate``: `service.shared_limits`)."""
+    (``gate``: `service.web.shared_limits`)."""
     with gate.parsing(who):
         try:
             with holding_slot():  # one slot for every child of this request

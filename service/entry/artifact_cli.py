@@ -9,7 +9,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
-from service.settings import Settings
+from service.shared.settings import Settings
 
 
 def add_parser(
@@ -85,7 +85,7 @@ def collect(settings: Settings, grace_s: float | None) -> int:
     """One garbage collection of the configured artifact store; prints what it removed."""
     from schedules_db import make_engine, upgrade_schema
     from schedules_db.blobs import collect_garbage
-    from service.artifact_files import open_blob_store
+    from service.shared.artifact_files import open_blob_store
 
     engine = make_engine(settings.store_url)
     upgrade_schema(engine)

@@ -16,7 +16,7 @@ in its dependency, so the route table says what each route needs (`access_rules`
 
 Checks that depend on the request body (`require`: raw TIR needs ``submit-code``, priority above
 0 needs ``admin``; `check_target`: a target no worker registered needs ``admin``) are called by
-the routes. 401/403/429 bodies are `service.refusals.Refusal`'s ``{"detail", "type", ...}``; the
+the routes. 401/403/429 bodies are `service.web.refusals.Refusal`'s ``{"detail", "type", ...}``; the
 unknown-target 422 is FastAPI's ``{"detail": [{"loc", "msg", "type"}]}``.
 """
 
@@ -39,11 +39,11 @@ from starlette.concurrency import run_in_threadpool
 from schedules_db import Store
 from schedules_db.keys import target_key
 from schedules_db.tokens import ADMIN, READ, SCOPES, SUBMIT, SUBMIT_CODE, TokenInfo, TokenStore
-from service.api.deps import services
-from service.errors import invalid
-from service.reads import inline_ok
-from service.refusals import Refusal, refusal_schema
-from service.sessions import SAFE_METHODS, check_csrf, csrf_refusal, same_origin, session_of
+from service.web.errors import invalid
+from service.web.reads import inline_ok
+from service.web.refusals import Refusal, refusal_schema
+from service.web.services import services
+from service.web.sessions import SAFE_METHODS, check_csrf, csrf_refusal, same_origin, session_of
 
 log = logging.getLogger("tunehub.api")
 LOCAL, ANONYMOUS = "local", "anonymous"
@@ -164,7 +164,7 @@ class Access:
         lookup = state.settings.auth and (credentials is not None or bool(session_of(request)))
         if lookup and not inline_ok(state.tokens.engine):  # across a network, or pool busy
             identity = await run_in_threadpool(self._identify, request, credentials)
-        else:  # no I/O, or one indexed SELECT on a local store: not worth a hop (service.reads)
+        else:  # no I/O, or one indexed SELECT on a local store: not worth a hop (service.web.reads)
             identity = self._identify(request, credentials)
         if identity.token is not None and state.tokens.due_for_mark(identity.token.id):
             await run_in_threadpool(_mark_used, state.tokens, identity.token.id)

@@ -13,7 +13,6 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from schedules_db import Store, make_engine, upgrade_schema
 from schedules_db.sessions import DashboardSessions
 from schedules_db.tokens import TokenStore
-from service.allowed_hosts import AllowedHosts, allowed_hosts
 from service.api import (
     catalog,
     interchange,
@@ -26,24 +25,25 @@ from service.api import (
     workers,
     workloads,
 )
-from service.api.deps import Services, install_services
-from service.api.models import Health
-from service.artifact_files import ArtifactFiles, open_blob_store
-from service.auth import document_responses
 from service.dashboard import install_dashboard
-from service.errors import (
+from service.entry.reaper import Reaper
+from service.shared.artifact_files import ArtifactFiles, open_blob_store
+from service.shared.queue import JobQueue
+from service.shared.settings import Settings
+from service.web.allowed_hosts import AllowedHosts, allowed_hosts
+from service.web.auth import document_responses
+from service.web.errors import (
     http_error_handler,
     recursion_error_handler,
     responses,
     validation_error_handler,
 )
-from service.limits import BodyLimit, route_caps
-from service.openapi_doc import install_openapi
-from service.queue import JobQueue
-from service.reaper import Reaper
-from service.refusals import Refusal, refusal_handler
-from service.settings import Settings
-from service.shared_limits import shared_limits
+from service.web.limits import BodyLimit, route_caps
+from service.web.openapi_doc import install_openapi
+from service.web.refusals import Refusal, refusal_handler
+from service.web.responses import Health
+from service.web.services import Services, install_services
+from service.web.shared_limits import shared_limits
 from tuning.hardware.host import current_tvm_series
 from tuning.sandbox import set_max_concurrent
 

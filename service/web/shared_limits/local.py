@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from service.shared_limits.base import AdmissionLocks, ParseGate, RateLimiter
+from service.web.shared_limits.base import AdmissionLocks, ParseGate, RateLimiter
 
 MAX_BUCKETS = 10_000  # full buckets are forgotten past this many keys
 

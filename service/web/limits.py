@@ -19,7 +19,7 @@ from typing import Final
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from service.settings import Settings
+from service.shared.settings import Settings
 
 BODY_TOO_LARGE: Final = "body_too_large"
 

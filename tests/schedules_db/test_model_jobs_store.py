@@ -6,8 +6,8 @@ from __future__ import annotations
 import threading
 from datetime import timedelta
 
-from schedules_db.models import utcnow
 from schedules_db.store import Store
+from schedules_db.tables import utcnow
 from schedules_db.values import ModelState, NewModelTask, PublishedModel
 from tests.schedules_db.store_data import STALE, target
 

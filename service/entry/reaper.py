@@ -30,11 +30,11 @@ from datetime import timedelta
 from sqlalchemy import create_engine, text
 
 from schedules_db.blobs import BlobStore, collect_garbage
-from schedules_db.models import utcnow
 from schedules_db.store import Store
+from schedules_db.tables import utcnow
 from service.api.usecases.dispatch import dispatch, wake_compile
-from service.queue import JobQueue
-from service.settings import Settings
+from service.shared.queue import JobQueue
+from service.shared.settings import Settings
 
 log = logging.getLogger("tunehub.reaper")
 LEASE = "reaper"

@@ -1,6 +1,6 @@
 """Every JSON route declares a pydantic response model and ``/openapi.json`` documents a body
 for each of its 2xx answers; the two other routes (the artifact, the event stream) declare
-their media types. Each model serialises what the builder it documents (`service.schemas`,
+their media types. Each model serialises what the builder it documents (`service.web.schemas`,
 `service.api.views`) returns without changing it: same keys, same order, same values (the hot
 read routes answer the builders' JSON without going through their models)."""
 
@@ -16,10 +16,11 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel, TypeAdapter
 
 from schedules_db import Store, lookups, make_engine, upgrade_schema
-from service.api import models
 from service.api.views import job_view, schedule_detail_bytes, schedule_view
-from service.app import create_app
-from service.schemas import (
+from service.entry.app import create_app
+from service.shared.settings import Settings
+from service.web import responses
+from service.web.schemas import (
     ImportBody,
     job_json,
     schedule_detail_json,
@@ -27,7 +28,6 @@ from service.schemas import (
     target_json,
     workload_json,
 )
-from service.settings import Settings
 from tests.schedules_db.published import publish
 from tuning.publish.interchange import RECORD_FILE, WORKLOAD_FILE
 
@@ -133,36 +133,36 @@ def test_each_model_keeps_its_builders_json_as_it_is(store: Store, tmp_path: Pat
     record = store.records.get(schedule.record_id)
     assert workload and target and artifact and record
 
-    _same(models.TargetOut, target_json(target))
-    _same(models.WorkloadOut, workload_json(workload))
+    _same(responses.TargetOut, target_json(target))
+    _same(responses.WorkloadOut, workload_json(workload))
     parts = (schedule, workload, target, artifact)
-    _same(models.ScheduleOut, schedule_json(*parts))
-    _same(models.ScheduleOut, schedule_json(*parts, record))
-    _same(models.ScheduleOut, schedule_view(store, schedule))
-    _same(models.ScheduleDetail, schedule_detail_json(*parts, record))
-    _same(models.ScheduleDetail, schedule_detail_json(*parts, None))
+    _same(responses.ScheduleOut, schedule_json(*parts))
+    _same(responses.ScheduleOut, schedule_json(*parts, record))
+    _same(responses.ScheduleOut, schedule_view(store, schedule))
+    _same(responses.ScheduleDetail, schedule_detail_json(*parts, record))
+    _same(responses.ScheduleDetail, schedule_detail_json(*parts, None))
     detail = lookups.schedule(store, schedule_id)
     assert detail is not None
     hot = json.loads(schedule_detail_bytes(detail))
     assert hot == schedule_detail_json(*parts, record)
-    _same(models.ScheduleDetail, hot)
+    _same(responses.ScheduleDetail, hot)
 
     done = store.jobs.get(job_id)
     queued = store.jobs.create(workload.id, target.id, 10**4, "q", "tester")
     assert done is not None
-    _same(models.JobOut, job_json(done, workload, target))
+    _same(responses.JobOut, job_json(done, workload, target))
     for live in (set(), {target.id}):
         body = job_view(store, settings, queued, live)
         assert body["waiting_for"]
-        _same(models.JobOut, body)
+        _same(responses.JobOut, body)
 
 
 def test_numbers_keep_their_type_and_aliases_their_names() -> None:
     limits = {"write_rate_per_s": 0, "write_burst": 30, "max_active_jobs": 5, "max_trials": 9}
-    _same(models.Limits, limits)
-    _same(models.Limits, {**limits, "write_rate_per_s": 2.5})
+    _same(responses.Limits, limits)
+    _same(responses.Limits, {**limits, "write_rate_per_s": 2.5})
     export = {"target": {"key": "k", "label": "l", "canonical": {}}, "tvm_series": "0.27",
               "workloads": 0, "records": 0, WORKLOAD_FILE: "", RECORD_FILE: ""}  # fmt: skip
-    _same(models.ExportOut, export)
+    _same(responses.ExportOut, export)
     aliases = {field.alias for field in ImportBody.model_fields.values()}
     assert {WORKLOAD_FILE, RECORD_FILE} <= aliases

@@ -28,7 +28,7 @@ from schedules_db.blobs import (
     DirectoryBlobs,
     file_sha256,
 )
-from service.settings import Settings
+from service.shared.settings import Settings
 
 log = logging.getLogger("tunehub.artifacts")
 RECENT_S = 60.0  # a cached file used this recently is never dropped (a download may be reading it)

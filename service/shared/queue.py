@@ -13,7 +13,7 @@ from typing import Any
 from celery import Celery
 from kombu.transport import sqlalchemy as kombu_sqlalchemy
 
-from service.settings import Settings
+from service.shared.settings import Settings
 
 TASK_NAME = "tunehub.tune_job"
 SQLITE_BROKER_POLL_S = 0.5

@@ -15,8 +15,8 @@ import uuid
 from collections.abc import Callable
 from dataclasses import replace
 
-from service.settings import Settings
-from service.supervisor import start_group, stop_group, supervise
+from service.entry.supervisor import start_group, stop_group, supervise
+from service.shared.settings import Settings
 
 
 def _is_loopback(host: str) -> bool:
@@ -44,8 +44,8 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     """The API on host:port plus ``--workers`` local worker processes for the host target."""
     import uvicorn
 
-    from service.allowed_hosts import WILDCARD_ADDRESSES, allowed_hosts
-    from service.app import create_app
+    from service.entry.app import create_app
+    from service.web.allowed_hosts import WILDCARD_ADDRESSES, allowed_hosts
 
     refusal = serve_refusal(args.host, settings, args.insecure)
     if refusal:
@@ -70,7 +70,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
             [
                 sys.executable,
                 "-m",
-                "service.cli",
+                "service.entry.cli",
                 "worker",
                 "--target",
                 "host",
@@ -107,7 +107,9 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     try:
         if args.api_workers > 1:  # each process builds the app from the environment
             os.environ.update(settings.as_env())
-            uvicorn.run("service.app:create_app", factory=True, workers=args.api_workers, **serving)
+            uvicorn.run(
+                "service.entry.app:create_app", factory=True, workers=args.api_workers, **serving
+            )
         else:
             uvicorn.run(create_app(settings), **serving)
     finally:
@@ -137,7 +139,15 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     if args.supervise:
         # The same worker, restarted under the same name, with settings passed by environment.
         name = args.name or f"tunehub-{uuid.uuid4().hex[:8]}@{socket.gethostname()}"
-        argv = [sys.executable, "-m", "service.cli", "worker", "--no-supervise", "--name", name]
+        argv = [
+            sys.executable,
+            "-m",
+            "service.entry.cli",
+            "worker",
+            "--no-supervise",
+            "--name",
+            name,
+        ]
         for target in args.target or ["host"]:
             argv += ["--target", target]
         if rpc is not None:

@@ -1,12 +1,12 @@
 """Per-identity quotas' answers: the 429 with ``Retry-After`` (`too_many`) and the cap on an
 identity's queued + running jobs (`check_active_jobs`, counted in the store). The write-rate
-buckets are `service.shared_limits`'."""
+buckets are `service.web.shared_limits`'."""
 
 from __future__ import annotations
 
 import math
 
-from service.refusals import Refusal
+from service.web.refusals import Refusal
 
 ACTIVE_JOBS_RETRY_S = 30  # what a client at its job cap is told to wait
 

@@ -1,4 +1,4 @@
-"""The OpenAPI document as the service states it: FastAPI's, with what `service.strict_input`
+"""The OpenAPI document as the service states it: FastAPI's, with what `service.web.strict_input`
 refuses in every text a request sends. Text holding NUL cannot be stored (PostgreSQL), so every
 string of a parameter or request body (and of the components they use) that the document
 describes without a pattern, enum or format of its own gets the pattern that says so; a client

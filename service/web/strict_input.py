@@ -32,7 +32,7 @@ from fastapi.routing import APIRoute
 from starlette.concurrency import run_in_threadpool
 from starlette.types import Receive, Scope
 
-from service.auth import access_rules
+from service.web.auth import access_rules
 
 MAX_DEPTH = 32  # levels of nested arrays/objects in a request body
 MAX_KEYS = 1000  # keys of one JSON object in a request body
@@ -185,7 +185,7 @@ def query_names(dependant: Dependant) -> frozenset[str]:
 
 class StrictRoute(APIRoute):
     """An API route with strict input: `check_query`; on a route that takes a body, its access
-    rule (`service.auth.Access.admit`: 401/403) before the body is read; JSON bodies by
+    rule (`service.web.auth.Access.admit`: 401/403) before the body is read; JSON bodies by
     `strict_loads`."""
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:

@@ -76,14 +76,14 @@ class Settings:
     # Each timed run of a kernel lasts at least this long (ms), in the search and in verification.
     timing_ms: int = field(default_factory=default_timing_ms)
     seed: int | None = None  # the search's random seed (None: a fresh one per job)
-    # Auth (service.auth): off = every client is the identity "local" with every scope.
+    # Auth (service.web.auth): off = every client is the identity "local" with every scope.
     auth: bool = False
     anonymous_reads: bool = False  # with auth: GET routes answer without a token
     # Per identity (per client address with auth off); 0 switches a limit off.
     write_rate_per_s: float = 5.0  # token bucket refill for POST routes
     write_burst: int = 30  # the bucket's size
     max_active_jobs: int = 100  # queued + running jobs one identity may have
-    # Request body caps in bytes (service.limits): a 413 beyond them, the rest never read.
+    # Request body caps in bytes (service.web.limits): a 413 beyond them, the rest never read.
     max_body_bytes: int = 64 * 1024  # every route not named below
     max_job_body_bytes: int = 2**20  # POST /jobs (raw TIR source is at most 256 KiB)
     max_import_body_bytes: int = 64 * 2**20  # POST /import (a MetaSchedule JSON database)
@@ -91,7 +91,7 @@ class Settings:
     # Isolated parsers of user code (tuning.sandbox) one API process runs at once; a request
     # past that gets a 429 with Retry-After. Each takes ~1.5 s of a core and up to 4 GiB.
     max_parses: int = 2
-    # Host names the API answers to besides the loopback ones (service.allowed_hosts): a
+    # Host names the API answers to besides the loopback ones (service.web.allowed_hosts): a
     # request addressed to any other name is a 400 (DNS rebinding).
     allowed_hosts: tuple[str, ...] = ()
 

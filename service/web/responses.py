@@ -1,17 +1,17 @@
 """The response bodies of the API, as pydantic models: what ``/openapi.json`` documents.
 
 Each model declares its fields in the order the route answers them, so FastAPI's serialisation
-through the model keeps every key, its order and its value (tests/service/test_response_models.py
-pins each model to the builder in `service.schemas` it documents). Two conventions keep values
+through the model keeps every key, its order and its value (tests/service/test_response_schemas.py
+pins each model to the builder in `service.web.schemas` it documents). Two conventions keep values
 exactly as they were before the models existed:
 
-* timestamps stay the strings `service.schemas.iso` writes (`Timestamp`: documented as
+* timestamps stay the strings `service.web.schemas.iso` writes (`Timestamp`: documented as
   ``date-time``; a ``datetime`` field would re-format them);
 * a setting that may be an integer or a float is a `Number` (a ``float`` field would turn ``0``
   into ``0.0``).
 
 The hot read routes (``GET /jobs/{id}``, ``GET /schedules``, ``GET /schedules/{id}``) answer
-pre-serialised JSON (`service.fast_json`): their models document them, FastAPI does not
+pre-serialised JSON (`service.web.fast_json`): their models document them, FastAPI does not
 re-validate a returned `Response`.
 """
 

@@ -2,9 +2,9 @@
 values (`schedules_db.values`).
 
 The builders return plain dicts so that the hot read routes can serialise them with
-`service.fast_json` alone; `service.api.models` documents each shape with a pydantic model that
-lists the same keys in the same order (tests/service/test_response_models.py checks that they
-agree).
+`service.web.fast_json` alone; `service.web.responses` documents each shape with a pydantic
+model that lists the same keys in the same order (tests/service/test_response_schemas.py checks
+that they agree).
 """
 
 from __future__ import annotations
@@ -252,7 +252,7 @@ def gflops(flop: float, latency_us: float | None) -> float | None:
 
 
 def target_json(target: Target) -> dict[str, Any]:
-    """A target as the API shows it (`service.api.models.TargetOut`)."""
+    """A target as the API shows it (`service.web.responses.TargetOut`)."""
     return {
         "key": target.key,
         "label": target.label,
@@ -265,7 +265,7 @@ def target_json(target: Target) -> dict[str, Any]:
 
 
 def workload_json(workload: WorkloadInfo) -> dict[str, Any]:
-    """A workload as the API shows it (`service.api.models.WorkloadOut`)."""
+    """A workload as the API shows it (`service.web.responses.WorkloadOut`)."""
     return {
         "id": workload.id,
         "structural_hash": workload.shash,
@@ -277,7 +277,7 @@ def workload_json(workload: WorkloadInfo) -> dict[str, Any]:
 
 
 def job_json(job: Job, workload: WorkloadInfo, target: Target) -> dict[str, Any]:
-    """A job as the API shows it (`service.api.models.JobOut`); ``waiting_for`` is None here
+    """A job as the API shows it (`service.web.responses.JobOut`); ``waiting_for`` is None here
     (`service.api.views.job_view` fills it in for a queued job)."""
     return {
         "id": job.id,
@@ -318,7 +318,7 @@ def schedule_json(
     artifact: Artifact,
     record: RecordTrace | Record | None = None,
 ) -> dict[str, Any]:
-    """A schedule as lists show it (`service.api.models.ScheduleOut`); ``tvm_version`` is the
+    """A schedule as lists show it (`service.web.responses.ScheduleOut`); ``tvm_version`` is the
     ``record``'s (None without one)."""
     return {
         "id": schedule.id,
@@ -368,7 +368,7 @@ def schedule_detail_json(
     artifact: Artifact,
     record: RecordTrace | Record | None,
 ) -> dict[str, Any]:
-    """One schedule (`service.api.models.ScheduleDetail`): `schedule_json` with the record's
+    """One schedule (`service.web.responses.ScheduleDetail`): `schedule_json` with the record's
     trace (``[[], []]`` without a record) and the scheduled TIR. ``GET /schedules/{id}`` writes
     the same JSON without parsing the trace (`service.api.views.schedule_detail_bytes`)."""
     body = schedule_json(schedule, workload, target, artifact, record)

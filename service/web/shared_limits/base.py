@@ -1,4 +1,4 @@
-"""The interfaces of the shared limits (`service.shared_limits`), and the answers they give."""
+"""The interfaces of the shared limits (`service.web.shared_limits`), and the answers they give."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from service.quotas import too_many
-from service.refusals import Refusal
+from service.web.quotas import too_many
+from service.web.refusals import Refusal
 
 RETRY_OWN_PARSE_S = 5  # what an identity already parsing is told to wait
 LIMITS_RETRY_S = 5

@@ -1,5 +1,5 @@
 """401, 403 and 429 answers that say why in a machine-readable way:
-``{"detail": "<readable reason>", "type": "<rule>", ...}`` (the shape of `service.limits`' 413),
+``{"detail": "<readable reason>", "type": "<rule>", ...}`` (the shape of `service.web.limits`' 413),
 with extra fields where they help a client (``scope``, ``loc``, ``retry_after_s``)."""
 
 from __future__ import annotations

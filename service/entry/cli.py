@@ -17,11 +17,11 @@ from typing import cast
 
 import httpx
 
-from service import artifact_cli, host_cli, token_cli
 from service.client import IntegrityError, TunehubError
 from service.client.commands import add_parsers as add_client_parsers
 from service.client.model_commands import add_parsers as add_model_parsers
-from service.settings import Settings
+from service.entry import artifact_cli, host_cli, token_cli
+from service.shared.settings import Settings
 
 
 def _settings(args: argparse.Namespace) -> Settings:

@@ -22,7 +22,7 @@ from datetime import datetime, timedelta
 
 from fastapi import Request, Response
 
-from service.refusals import Refusal
+from service.web.refusals import Refusal
 
 COOKIE = "tunehub_session"
 SECURE_COOKIE = "__Host-tunehub_session"

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from datetime import date, datetime, timedelta, timezone
 from typing import TYPE_CHECKING
 
-from service.settings import Settings
+from service.shared.settings import Settings
 
 if TYPE_CHECKING:
     from schedules_db.tokens import TokenInfo, TokenStore

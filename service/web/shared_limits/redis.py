@@ -22,7 +22,7 @@ from typing import Any
 
 import redis as redis_client
 
-from service.shared_limits.base import (
+from service.web.shared_limits.base import (
     AdmissionLocks,
     LimitsUnavailable,
     ParseGate,

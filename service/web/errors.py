@@ -22,7 +22,7 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import compile_path
 
-from service.limits import BODY_TOO_LARGE
+from service.web.limits import BODY_TOO_LARGE
 
 MAX_ERRORS = 20  # a 422 lists at most this many errors, then says how many it left out
 MAX_ECHO = 200  # characters of an error's input (as JSON) a 422 echoes
@@ -77,7 +77,7 @@ async def validation_error_handler(_: Request, exc: Exception) -> JSONResponse:
 
 async def recursion_error_handler(_: Request, exc: Exception) -> JSONResponse:
     """A 422 for a ``RecursionError``: only input nests deeply enough to raise one here (JSON
-    bodies are bounded by `service.strict_input`; this covers JSON text inside a field)."""
+    bodies are bounded by `service.web.strict_input`; this covers JSON text inside a field)."""
     detail = [{"loc": [], "msg": "input nested too deeply", "type": "too_deep"}]
     return JSONResponse(status_code=422, content={"detail": detail})
 
@@ -150,7 +150,7 @@ class ErrorBody(BaseModel):
 
 
 class TooLargeBody(BaseModel):
-    """A 413: the request body was over the route's cap (see `service.limits`)."""
+    """A 413: the request body was over the route's cap (see `service.web.limits`)."""
 
     detail: str
     type: Literal["body_too_large"] = BODY_TOO_LARGE
@@ -166,7 +166,7 @@ _ERROR_RESPONSES: dict[int, dict[str, Any]] = {
 
 def responses(*codes: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI ``responses=`` documenting these statuses (304, 404, 413), each with its body
-    schema. FastAPI documents 422 itself; `service.auth` documents 401, 403 and 429."""
+    schema. FastAPI documents 422 itself; `service.web.auth` documents 401, 403 and 429."""
     return {code: _ERROR_RESPONSES[code] for code in codes}
 
 
