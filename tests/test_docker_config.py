@@ -14,6 +14,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+import tomllib
 import yaml
 
 from service.entry.cli import build_parser
@@ -93,15 +94,22 @@ def test_compose_services_use_real_settings_and_commands(monkeypatch) -> None:  
     assert services["api"]["depends_on"]["redis"]["condition"] == "service_healthy"
 
 
-def test_dockerfile_installs_the_packages_and_runs_the_cli() -> None:
+def test_dockerfile_builds_the_wheel_installs_it_and_runs_the_cli() -> None:
     dockerfile = (ROOT / "docker" / "Dockerfile").read_text()
-    # Every package the distribution ships (pyproject's packages.find include patterns).
-    find = re.search(r"\[tool\.setuptools\.packages\.find\]\ninclude = \[(.*)\]", PYPROJECT)
-    assert find is not None
-    packages = [name.strip(' "*') for name in find.group(1).split(",")]
-    assert {"service", "tuning", "schedules_db", "schedule_reads"} <= set(packages)
+    # Every package the wheel ships (pyproject's wheel target), and the build hook, go into the
+    # build stage; the image installs the wheel that stage built, nothing else of the source.
+    packages = tomllib.loads(PYPROJECT)["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"]
+    assert {"service", "tuning", "schedules_db", "schedule_reads"} == set(packages)
     for package in packages:
         assert f"COPY {package} ./{package}" in dockerfile
+    assert "COPY pyproject.toml README.md hatch_build.py ./" in dockerfile
+    assert "RUN pip wheel --no-cache-dir --no-deps -w /dist ." in dockerfile
+    final = dockerfile.split("\nFROM ")[-1]
+    assert (
+        "COPY --from=wheel /dist /dist" in final
+        and "pip install --no-cache-dir /dist/*.whl" in final
+    )
+    assert "COPY service" not in final
     cmd = next(line for line in dockerfile.splitlines() if line.startswith("CMD "))
     argv = json.loads(cmd[4:])
     assert argv[0] == "tunehub"

@@ -41,6 +41,7 @@ ENTRY = (
     "service.entry.token_cli",
     "service.entry.artifact_cli",
     "service.entry.supervisor",
+    "service.entry.top_level",
 )
 ENTRY_MODULE_LEVEL = (*LIGHT, *ENTRY, "service.shared.settings")
 

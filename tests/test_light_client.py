@@ -43,6 +43,7 @@ ALLOWED_SERVICE = (
     "service.entry.artifact_cli",
     "service.shared.settings",
     "service.entry.supervisor",
+    "service.entry.top_level",
 )
 BLOCKER = f"""
 import sys

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from service.entry.supervisor import start_group, stop_group, supervise
+from service.entry.top_level import clash_refusal
 from service.shared.settings import Settings
 
 
@@ -47,7 +48,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     from service.entry.app import create_app
     from service.web.allowed_hosts import WILDCARD_ADDRESSES, allowed_hosts
 
-    refusal = serve_refusal(args.host, settings, args.insecure)
+    refusal = clash_refusal() or serve_refusal(args.host, settings, args.insecure)
     if refusal:
         print(f"tunehub: {refusal}", file=sys.stderr)
         return 2
@@ -127,6 +128,8 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     small parent process restarts it if it dies and kills what it left behind."""
     from tuning.hardware.devices import RpcSpec
 
+    if refusal := clash_refusal():
+        raise SystemExit(f"tunehub: {refusal}")
     rpc = None
     if args.rpc_tracker or args.rpc_key:
         try:
