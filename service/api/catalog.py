@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter
 
 from service.api.deps import SettingsDep, StoreDep
@@ -20,7 +18,7 @@ router = APIRouter(tags=["catalog"], route_class=StrictRoute)
 
 
 @router.get("/operators", response_model=list[OperatorOut])
-def operators(who: AnyReader) -> list[dict[str, Any]]:
+def operators(who: AnyReader) -> list[OperatorOut]:
     """Every catalog operator with its parameter schema and an example job body."""
     return [
         {
@@ -40,7 +38,7 @@ def operators(who: AnyReader) -> list[dict[str, Any]]:
 
 
 @router.get("/targets", response_model=TargetsOut)
-def targets(who: AnyReader, store: StoreDep, settings: SettingsDep) -> dict[str, Any]:
+def targets(who: AnyReader, store: StoreDep, settings: SettingsDep) -> TargetsOut:
     """The target "host" resolves to here, and every target the store knows (by key and
     readable label, either of which a job may name), with ``served``: a live worker has it."""
     host = resolve_target(HOST)

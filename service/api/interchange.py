@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter
 
 from service.api.deps import LimitsDep, QueueDep, StoreDep
@@ -25,7 +23,7 @@ def export_database(
     who: AnyReader,
     store: StoreDep,
     target: TargetQuery,
-) -> dict[str, Any]:
+) -> ExportOut:
     """The target's successful records as the two files of a MetaSchedule JSON database."""
     return export(store, target)
 
@@ -33,7 +31,7 @@ def export_database(
 @router.post("/import", status_code=201, response_model=ImportOut, responses=ISOLATION_RESPONSES)
 def import_database(
     body: ImportBody, who: CodeSubmitter, store: StoreDep, queue: QueueDep, limits: LimitsDep
-) -> dict[str, Any]:
+) -> ImportOut:
     """Store a JSON database's workloads and records for ``target`` and queue the verification
     of each workload's best. Needs ``submit-code`` (it carries modules and traces). Any bad
     line is a 422 naming the file and line, a workload another identity owns a 403

@@ -39,7 +39,7 @@ def create_job(
     queue: QueueDep,
     settings: SettingsDep,
     limits: LimitsDep,
-) -> dict[str, Any]:
+) -> JobOut:
     """Validate a job completely, then record it and hand it to the target's queue.
 
     A (workload, target) whose verified best already covers the budget answers at once with
@@ -88,7 +88,7 @@ def list_jobs(
     sort: Annotated[
         Literal["id", "created", "trials", "best"], Query(description="what rows are sorted by")
     ] = "id",
-) -> list[dict[str, Any]]:
+) -> list[JobOut]:
     """Jobs, newest first unless ``sort`` / ``order`` say otherwise, one page (``offset``,
     ``limit``) at a time: ``X-Total-Count`` holds how many match."""
     page = browse.job_page(store, state, sort, paging.descending, paging.offset, paging.limit)
@@ -116,7 +116,7 @@ async def get_job(
 @router.post("/{job_id}/cancel", response_model=JobOut, responses=responses(404))
 def cancel_job(
     job_id: RowId, who: Submitter, store: StoreDep, queue: QueueDep, settings: SettingsDep
-) -> dict[str, Any]:
+) -> JobOut:
     """Cancel a job: at once if queued, after the current batch if running (a flag in the job
     row, read by its worker after every batch; works on every broker). A queued job's message is
     also revoked, as a best effort, where the broker can broadcast. Only the job's submitter
@@ -182,7 +182,7 @@ async def job_events(
     if await run_in_threadpool(store.jobs.get, job_id) is None:
         raise not_found("job", job_id)
 
-    def current() -> dict[str, Any]:
+    def current() -> JobOut:
         job = present(store.jobs.get(job_id), f"job {job_id}")
         return job_view(store, settings, job)
 

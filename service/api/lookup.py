@@ -11,7 +11,7 @@ schedule, refitted and marked unverified (`service.api.usecases.neighbour_answer
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Annotated, Any
+from typing import Annotated, cast
 
 from fastapi import APIRouter, Query
 
@@ -23,7 +23,7 @@ from service.api.usecases.neighbour_answers import answer_missing
 from service.api.usecases.target_names import resolve_job_target
 from service.shared.targets import find_named_target
 from service.web.auth import AnyReader, PostedReader
-from service.web.responses import LookupOut, TunedRecordOut
+from service.web.responses import LookupOut, TunedRecordOut, TunedScheduleOut
 from service.web.schemas import SHASH_PATTERN, LookupBody
 from service.web.strict_input import StrictRoute
 
@@ -42,7 +42,7 @@ def lookup(
     store: StoreDep,
     queue: QueueDep,
     settings: SettingsDep,
-) -> dict[str, Any]:
+) -> LookupOut:
     """The verified best of each workload (structural hashes, as MetaSchedule writes them) on
     one target, in this server's TVM series: one request for a whole model. A target given as
     "host" or JSON is canonicalised as for jobs; one the store has never seen answers every
@@ -62,12 +62,17 @@ def lookup(
     found = reader.lookup(key, body.workloads) if stored is not None else {}
     # A verified best's provenance and verified flag are answered only to those who asked
     # for neighbour answers (old clients see exactly what they always saw).
+    # `schedule_reads.TunedSchedule` is the shape `TunedScheduleOut` documents (both are
+    # pinned to one another in tests/service/test_response_schemas.py).
     schedules = {
-        shash: {k: v for k, v in asdict(schedule).items() if k not in NEIGHBOUR_ONLY}
+        shash: cast(
+            TunedScheduleOut,
+            {k: v for k, v in asdict(schedule).items() if k not in NEIGHBOUR_ONLY},
+        )
         for shash, schedule in found.items()
     }
     missing = [shash for shash in dict.fromkeys(body.workloads) if shash not in found]
-    answer = {
+    answer: LookupOut = {
         "target": {"key": key, "label": stored.label if stored is not None else None},
         "tvm_series": reader.tvm_series,
         "schedules": schedules,
@@ -76,7 +81,8 @@ def lookup(
     if not body.allow_neighbour:
         return answer
     for schedule in schedules.values():
-        schedule.update(provenance="tuned", verified=True)
+        schedule["provenance"] = "tuned"
+        schedule["verified"] = True
     withdrawn: list[str] = []
     if stored is not None and missing:
         reply = answer_missing(
@@ -85,7 +91,8 @@ def lookup(
         schedules.update(reply.schedules)
         withdrawn = reply.withdrawn
         answer["missing"] = [shash for shash in missing if shash not in reply.schedules]
-    return {**answer, "withdrawn": withdrawn}
+    answer["withdrawn"] = withdrawn
+    return answer
 
 
 @router.get("/top-records", response_model=list[TunedRecordOut])
@@ -97,7 +104,9 @@ def top_records(
     ],
     target: Annotated[str, Query(description="a target key (as POST /lookup answers it)")],
     k: Annotated[int, Query(ge=1, le=MAX_TOP_K)] = 5,
-) -> list[dict[str, Any]]:
+) -> list[TunedRecordOut]:
     """The ``k`` fastest successful, verified records of one workload on one target (this
     server's TVM series), fastest first; empty when there are none."""
-    return [asdict(r) for r in SqlScheduleReader(store).top_k(workload, target, k)]
+    return [
+        cast(TunedRecordOut, asdict(r)) for r in SqlScheduleReader(store).top_k(workload, target, k)
+    ]

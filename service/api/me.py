@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter
 
 from schedules_db.tokens import SCOPES
@@ -16,7 +14,7 @@ router = APIRouter(tags=["auth"])
 
 
 @router.get("/me", response_model=MeOut)
-def me(who: Reader, settings: SettingsDep) -> dict[str, Any]:
+def me(who: Reader, settings: SettingsDep) -> MeOut:
     """The identity, its scopes (``granted`` on the token, ``scopes`` with what they imply),
     the token's id and expiry, and the limits that apply to it."""
     token = who.token

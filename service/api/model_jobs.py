@@ -48,7 +48,7 @@ def create_model(
     settings: SettingsDep,
     blobs: BlobsDep,
     limits: LimitsDep,
-) -> dict[str, Any]:
+) -> ModelOut:
     """Parse a model in isolation, store its tasks and tune each through an ordinary job with
     its share of ``trials``; a worker of the target compiles the whole model once every task
     job is final. Needs ``submit-code`` (the file is user code). Nothing is written when any
@@ -59,13 +59,13 @@ def create_model(
 @router.get("", response_model=list[ModelOut])
 def list_models(
     who: AnyReader, store: StoreDep, limit: int = Query(default=100, ge=1, le=1000)
-) -> list[dict[str, Any]]:
+) -> list[ModelOut]:
     """Models, newest first (without their task lists)."""
     return [model_view(store, m, with_tasks=False) for m in store.models.list_models(limit)]
 
 
 @router.get("/{model_id}", response_model=ModelOut, responses=responses(404))
-def get_model(model_id: RowId, who: AnyReader, store: StoreDep) -> dict[str, Any]:
+def get_model(model_id: RowId, who: AnyReader, store: StoreDep) -> ModelOut:
     """One model with its tasks, each with its job's progress."""
     model = store.models.get(model_id)
     if model is None:
@@ -74,9 +74,7 @@ def get_model(model_id: RowId, who: AnyReader, store: StoreDep) -> dict[str, Any
 
 
 @router.post("/{model_id}/cancel", response_model=ModelOut, responses=responses(404))
-def cancel_model(
-    model_id: RowId, who: Submitter, store: StoreDep, queue: QueueDep
-) -> dict[str, Any]:
+def cancel_model(model_id: RowId, who: Submitter, store: StoreDep, queue: QueueDep) -> ModelOut:
     """Cancel a model: its unfinished task jobs, and the model unless it is compiled."""
     return model_view(store, cancel(store, queue, who, model_id))
 

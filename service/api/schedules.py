@@ -118,7 +118,7 @@ def get_best(
     workload: Annotated[
         str | None, Query(pattern=SHASH_PATTERN, description="a structural hash instead")
     ] = None,
-) -> dict[str, Any]:
+) -> ScheduleOut:
     """The verified best schedule of a catalog operator with its params (or of a workload
     hash) on a target, in this server's TVM series: what ``tunehub fetch --operator`` downloads.
     The service builds the operator's workload itself (params are checked as for a job)."""

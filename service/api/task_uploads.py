@@ -4,14 +4,14 @@
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Any
+from typing import cast
 
 from fastapi import APIRouter
 
 from service.api.deps import LimitsDep, QueueDep, SettingsDep, StoreDep
 from service.api.usecases.tune_missing import tune_missing
 from service.web.auth import CodeSubmitter
-from service.web.responses import TaskUploadOut
+from service.web.responses import TaskUploadOut, UploadedTaskOut
 from service.web.schemas import TaskUploadBody
 from service.web.strict_input import StrictRoute
 from service.web.untrusted_input import ISOLATION_RESPONSES
@@ -27,11 +27,14 @@ def upload_tasks(
     queue: QueueDep,
     settings: SettingsDep,
     limits: LimitsDep,
-) -> dict[str, Any]:
+) -> TaskUploadOut:
     """Store the tasks a build misses (each its module as TVM JSON, parsed in isolation) and
     have each one without a verified best answered: a neighbour answer with its verifying job
     (at the service's priority), else a tuning job of the caller's. A task with a job under
     way gets no second one. Needs ``submit-code`` (the modules are user code); nothing is
     written when a task is refused (422 at ``tasks``, naming it)."""
     key, label, states = tune_missing(store, queue, settings, limits, who, body)
-    return {"target": {"key": key, "label": label}, "tasks": [asdict(s) for s in states]}
+    return {
+        "target": {"key": key, "label": label},
+        "tasks": [cast(UploadedTaskOut, asdict(s)) for s in states],
+    }

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta, timezone
-from typing import Any, TypeVar
+from typing import Literal, TypeVar
 
 from schedules_db import Store, lookups
 from schedules_db.values import Job, JobState, ScheduleInfo, Target, Worker, WorkloadInfo
 from service.shared.settings import Settings
 from service.web.fast_json import compact_json, with_raw_fields
+from service.web.responses import JobOut, ScheduleOut, TargetRef, WorkerOut
 from service.web.schemas import iso, job_json, schedule_json
 
 T = TypeVar("T")
@@ -37,9 +38,7 @@ def live_target_ids(store: Store, settings: Settings) -> set[int]:
     return store.fleet.live_target_ids(timedelta(seconds=settings.stale_after_s))
 
 
-def job_view(
-    store: Store, settings: Settings, job: Job, live: set[int] | None = None
-) -> dict[str, Any]:
+def job_view(store: Store, settings: Settings, job: Job, live: set[int] | None = None) -> JobOut:
     """A job with its workload and target (see `job_with_parts`)."""
     workload = present(store.catalog.get_workload(job.workload_id), f"workload {job.workload_id}")
     target = present(store.catalog.get_target(job.target_id), f"target {job.target_id}")
@@ -53,7 +52,7 @@ def job_with_parts(
     workload: WorkloadInfo,
     target: Target,
     live: set[int] | None = None,
-) -> dict[str, Any]:
+) -> JobOut:
     """A job as JSON; a queued job says in ``waiting_for`` whether a live worker serves its
     target (``live``: the served target ids, when the caller shows many jobs; else read here)."""
     body = job_json(job, workload, target)
@@ -67,7 +66,7 @@ def job_with_parts(
     return body
 
 
-def schedule_view(store: Store, schedule: ScheduleInfo) -> dict[str, Any]:
+def schedule_view(store: Store, schedule: ScheduleInfo) -> ScheduleOut:
     """A schedule as lists show it, its parts read from the store (no record: ``tvm_version``
     is null, as in ``GET /schedules``)."""
     return schedule_json(
@@ -86,19 +85,19 @@ def schedule_detail_bytes(parts: lookups.ScheduleDetail) -> bytes:
     return with_raw_fields(body, {"trace": trace, "tir": json.dumps(parts.schedule.tir)})
 
 
-def workers_view(store: Store, settings: Settings) -> list[dict[str, Any]]:
+def workers_view(store: Store, settings: Settings) -> list[WorkerOut]:
     """Every registered worker as ``GET /workers`` shows it (see `worker_view`)."""
     now = datetime.now(timezone.utc)
     stale_after = timedelta(seconds=settings.stale_after_s)
-    targets = {
+    targets: dict[int, TargetRef] = {
         t.id: {"id": t.id, "label": t.label, "key": t.key} for t in store.catalog.list_targets()
     }
     return [worker_view(worker, targets, now, stale_after) for worker in store.fleet.list_workers()]
 
 
 def worker_view(
-    worker: Worker, targets: dict[int, dict[str, Any]], now: datetime, stale_after: timedelta
-) -> dict[str, Any]:
+    worker: Worker, targets: dict[int, TargetRef], now: datetime, stale_after: timedelta
+) -> WorkerOut:
     """A worker as ``GET /workers`` shows it: ``live``, ``stale`` or ``stopped`` by its last
     heartbeat at ``now``, its targets (``targets``: id → {id, label, key}) by name."""
     beat = (
@@ -107,7 +106,7 @@ def worker_view(
         else worker.heartbeat_at.replace(tzinfo=now.tzinfo)
     )
     age = (now - beat).total_seconds()
-    status = (
+    status: Literal["live", "stale", "stopped"] = (
         "stopped"
         if worker.stopped_at
         else ("live" if age <= stale_after.total_seconds() else "stale")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter
 
 from service.api.deps import SettingsDep, StoreDep
@@ -16,7 +14,7 @@ router = APIRouter(prefix="/workers", tags=["workers"], route_class=StrictRoute)
 
 
 @router.get("", response_model=list[WorkerOut])
-def list_workers(who: AnyReader, store: StoreDep, settings: SettingsDep) -> list[dict[str, Any]]:
+def list_workers(who: AnyReader, store: StoreDep, settings: SettingsDep) -> list[WorkerOut]:
     """Every registered worker: ``live`` (heart-beating), ``stale`` (silent for longer than
     the stale limit: killed or cut off) or ``stopped`` (shut down cleanly)."""
     return workers_view(store, settings)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query
 from starlette.concurrency import run_in_threadpool
@@ -13,7 +13,7 @@ from service.api.usecases.target_names import target_id_of
 from service.api.views import present, schedule_view
 from service.web.auth import AnyReader
 from service.web.errors import not_found, responses
-from service.web.responses import CurvePointOut, WorkloadDetail, WorkloadOut
+from service.web.responses import CurvePointOut, WorkloadDetail, WorkloadOut, WorkloadTarget
 from service.web.schemas import RowId, TargetQuery, iso, target_json, workload_json
 from service.web.strict_input import StrictRoute
 
@@ -26,20 +26,20 @@ def list_workloads(
     store: StoreDep,
     operator: str | None = Query(default=None),
     limit: int = Query(default=100, ge=1, le=1000),
-) -> list[dict[str, Any]]:
+) -> list[WorkloadOut]:
     """Workloads (by structural hash), newest first."""
     return [workload_json(w) for w in store.catalog.list_workloads(operator, limit)]
 
 
 @router.get("/{workload_id}", response_model=WorkloadDetail, responses=responses(404))
-def get_workload(workload_id: RowId, who: AnyReader, store: StoreDep) -> dict[str, Any]:
+def get_workload(workload_id: RowId, who: AnyReader, store: StoreDep) -> WorkloadDetail:
     """One workload and, per target it was measured on, the stored records and the verified best
     (fastest first; targets without a verified best last)."""
     workload = store.catalog.get_workload(workload_id)
     if workload is None:
         raise not_found("workload", workload_id)
     stats = store.records.stats_by_target(workload_id)
-    targets: list[dict[str, Any]] = []
+    targets: list[WorkloadTarget] = []
     for target_id in set(stats) | {
         s.target_id for s in store.schedules.list_schedules(workload_id=workload_id)
     }:
@@ -65,7 +65,7 @@ async def list_records(
     target: TargetQuery,
     space: Annotated[str | None, Query(max_length=16, description="one search space")] = None,
     limit: Annotated[int, Query(ge=1, le=20000)] = 20000,
-) -> list[dict[str, Any]]:
+) -> list[CurvePointOut]:
     """The tuning curve of a (workload, target): every measured candidate in measurement
     order, with the job that measured it; a failed one has ``latency_us`` null."""
     if await run_in_threadpool(store.catalog.get_workload, workload_id) is None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -43,7 +44,7 @@ def _compact(text: str) -> str:
 _compact_cached = lru_cache(maxsize=1024)(_compact)
 
 
-def with_raw_fields(body: dict[str, Any], raw: dict[str, str]) -> bytes:
+def with_raw_fields(body: Mapping[str, Any], raw: dict[str, str]) -> bytes:
     """``body`` as JSON with ``raw`` (name → JSON text) appended as fields, text as is."""
     head = json_bytes(body)
     tail = "".join(f",{json.dumps(name)}:{text}" for name, text in raw.items()).encode()

@@ -19,15 +19,20 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, WithJsonSchema
+from pydantic import Field, WithJsonSchema
+from typing_extensions import NotRequired, TypedDict
 
 from schedules_db.values import JobState
 
 Timestamp = Annotated[str, WithJsonSchema({"type": "string", "format": "date-time"})]
 Number = Annotated[int | float, WithJsonSchema({"type": "number"})]
+# A job's state as the store keeps it: a `JobState` value, a plain string in the JSON.
+JobStateName = Annotated[
+    str, WithJsonSchema({"type": "string", "enum": [state.value for state in JobState]})
+]
 
 
-class TargetBandwidth(BaseModel):
+class TargetBandwidth(TypedDict):
     """GB/s a streaming kernel reached on a target's cores: in their own caches (at most
     ``cache_bytes`` moved in all), in the shared last-level cache (at most ``llc_bytes``; null
     where the machine has none) and in memory."""
@@ -39,20 +44,22 @@ class TargetBandwidth(BaseModel):
     llc_bytes: int | None
 
 
-class TargetOut(BaseModel):
+class TargetOut(TypedDict):
     """A target: its key (hash of the canonical JSON), label, kind and the hosts' fingerprint."""
 
     key: str
     label: str
     kind: str
-    canonical: dict[str, Any] = Field(description="the canonical TVM target JSON")
+    canonical: Annotated[dict[str, Any], Field(description="the canonical TVM target JSON")]
     fingerprint: dict[str, Any]
-    peak_gflops: float | None = Field(
-        description="the fp32 FMA peak its worker measured at start (null: none measured)"
-    )
-    bandwidth: TargetBandwidth | None = Field(
-        description="the bandwidth its worker measured at start (null: none measured)"
-    )
+    peak_gflops: Annotated[
+        float | None,
+        Field(description="the fp32 FMA peak its worker measured at start (null: none measured)"),
+    ]
+    bandwidth: Annotated[
+        TargetBandwidth | None,
+        Field(description="the bandwidth its worker measured at start (null: none measured)"),
+    ]
 
 
 class ServedTarget(TargetOut):
@@ -61,21 +68,21 @@ class ServedTarget(TargetOut):
     served: bool
 
 
-class HostTarget(BaseModel):
+class HostTarget(TypedDict):
     """The target "host" resolves to on the API's machine."""
 
     canonical: dict[str, Any]
     label: str
 
 
-class TargetsOut(BaseModel):
+class TargetsOut(TypedDict):
     """``GET /targets``."""
 
     host: HostTarget
     targets: list[ServedTarget]
 
 
-class TargetRef(BaseModel):
+class TargetRef(TypedDict):
     """A target by id, label and key."""
 
     id: int
@@ -83,7 +90,7 @@ class TargetRef(BaseModel):
     key: str
 
 
-class WorkloadOut(BaseModel):
+class WorkloadOut(TypedDict):
     """A workload: a catalog operator with parameters, or raw TIR (``operator`` null)."""
 
     id: int
@@ -91,20 +98,23 @@ class WorkloadOut(BaseModel):
     operator: str | None
     params: dict[str, Any]
     flop: float
-    bytes_moved: int | None = Field(
-        description="what a kernel must read and write at the least: its parameters, each once "
-        "(null until a worker loaded the workload)"
-    )
+    bytes_moved: Annotated[
+        int | None,
+        Field(
+            description="what a kernel must read and write at the least: its parameters, each once "
+            "(null until a worker loaded the workload)"
+        ),
+    ]
 
 
-class JobOperator(BaseModel):
+class JobOperator(TypedDict):
     """The operator of a job's workload (both null/empty for raw TIR)."""
 
     name: str | None
     params: dict[str, Any]
 
 
-class JobProgress(BaseModel):
+class JobProgress(TypedDict):
     """How far a job's search got."""
 
     trials_done: int
@@ -112,11 +122,11 @@ class JobProgress(BaseModel):
     best_gflops: float | None
 
 
-class JobOut(BaseModel):
+class JobOut(TypedDict):
     """A job as ``/jobs`` routes show it (and each server-sent event's data)."""
 
     id: int
-    state: JobState
+    state: JobStateName
     operator: JobOperator
     workload: WorkloadOut
     target: TargetOut
@@ -134,24 +144,27 @@ class JobOut(BaseModel):
     transfer_cost_model: bool
     cost_model: str | None
     space: str
-    waiting_for: str | None = Field(
-        description="queued jobs only (null otherwise): whether a live worker serves the target"
-    )
+    waiting_for: Annotated[
+        str | None,
+        Field(
+            description="queued jobs only (null otherwise): whether a live worker serves the target"
+        ),
+    ]
     created_at: Timestamp
     started_at: Timestamp | None
     finished_at: Timestamp | None
     heartbeat_at: Timestamp | None
 
 
-class ScheduleKey(BaseModel):
+class ScheduleKey(TypedDict):
     """What a schedule is keyed by: it is only served for this exact triple."""
 
-    workload: str = Field(description="the workload's structural hash")
-    target: str = Field(description="the target's key")
+    workload: Annotated[str, Field(description="the workload's structural hash")]
+    target: Annotated[str, Field(description="the target's key")]
     tvm_series: str
 
 
-class ArtifactRef(BaseModel):
+class ArtifactRef(TypedDict):
     """A schedule's compiled library and where to download it."""
 
     sha256: str
@@ -160,38 +173,50 @@ class ArtifactRef(BaseModel):
     url: str
 
 
-class ScheduleOut(BaseModel):
+class ScheduleOut(TypedDict):
     """A verified best schedule, as lists show it."""
 
     id: int
     workload: WorkloadOut
     target: TargetOut
     latency_us: float
-    latency_spread: float | None = Field(
-        description="how far the timed runs behind latency_us spread, (slowest - fastest) / "
-        "median: a few hundredths on a quiet core (null: published before it was recorded)"
-    )
+    latency_spread: Annotated[
+        float | None,
+        Field(
+            description="how far the timed runs behind latency_us spread, (slowest - fastest) / "
+            "median: a few hundredths on a quiet core (null: published before it was recorded)"
+        ),
+    ]
     untuned_latency_us: float
     gflops: float | None
-    roofline_us: float | None = Field(
-        description="the least time any kernel of the workload can take on the target: its FLOP "
-        "at the measured peak or its bytes at the measured bandwidth, whichever is longer "
-        "(null: neither measured)"
-    )
-    of_roofline: float | None = Field(
-        description="roofline_us / latency_us, at most 1 (a kernel faster than the roofline "
-        "shows figures measured low)"
-    )
+    roofline_us: Annotated[
+        float | None,
+        Field(
+            description="the least time any kernel of the workload can take on the target: its"
+            " FLOP at the measured peak or its bytes at the measured bandwidth, whichever is"
+            " longer (null: neither measured)"
+        ),
+    ]
+    of_roofline: Annotated[
+        float | None,
+        Field(
+            description="roofline_us / latency_us, at most 1 (a kernel faster than the roofline "
+            "shows figures measured low)"
+        ),
+    ]
     speedup_vs_untuned: float
     trials: int
     max_abs_error: float
     record_id: int | None
-    plain_function: bool = Field(description="no tuned candidate beat the plain function")
-    tvm_version: str | None = Field(description="the record's TVM version (detail only)")
+    plain_function: Annotated[bool, Field(description="no tuned candidate beat the plain function")]
+    tvm_version: Annotated[str | None, Field(description="the record's TVM version (detail only)")]
     space: str
-    packed_params: list[dict[str, Any]] = Field(
-        description="weights to pack once (each with its pack function) before calling `entry`"
-    )
+    packed_params: Annotated[
+        list[dict[str, Any]],
+        Field(
+            description="weights to pack once (each with its pack function) before calling `entry`"
+        ),
+    ]
     entry: Literal["main", "main_packed"]
     key: ScheduleKey
     job_id: int | None
@@ -203,21 +228,23 @@ class ScheduleOut(BaseModel):
 class ScheduleDetail(ScheduleOut):
     """One schedule: with its MetaSchedule trace and the scheduled TIR."""
 
-    trace: list[Any] = Field(description="the MetaSchedule trace as JSON ([[], []]: none)")
+    trace: Annotated[
+        list[Any], Field(description="the MetaSchedule trace as JSON ([[], []]: none)")
+    ]
     tir: str
 
 
-class CurvePointOut(BaseModel):
+class CurvePointOut(TypedDict):
     """One measured candidate of a tuning curve."""
 
     record_id: int
-    job_id: int | None = Field(description="the job that measured it (null: imported)")
-    latency_us: float | None = Field(description="mean run time (null: it failed)")
+    job_id: Annotated[int | None, Field(description="the job that measured it (null: imported)")]
+    latency_us: Annotated[float | None, Field(description="mean run time (null: it failed)")]
     failed: bool
     created_at: Timestamp
 
 
-class WorkloadTarget(BaseModel):
+class WorkloadTarget(TypedDict):
     """A workload on one target: records measured and the verified best (if any)."""
 
     target: TargetOut
@@ -232,7 +259,7 @@ class WorkloadDetail(WorkloadOut):
     targets: list[WorkloadTarget]
 
 
-class JobExample(BaseModel):
+class JobExample(TypedDict):
     """A job body for an operator (``POST /jobs``)."""
 
     operator: JobOperator
@@ -240,18 +267,20 @@ class JobExample(BaseModel):
     trials: int
 
 
-class OperatorOut(BaseModel):
+class OperatorOut(TypedDict):
     """A catalog operator: parameter schema, dtypes and an example job body."""
 
     name: str
     description: str
-    params_schema: dict[str, Any] = Field(description="JSON schema of the operator's params")
+    params_schema: Annotated[
+        dict[str, Any], Field(description="JSON schema of the operator's params")
+    ]
     dtypes: list[str]
     tolerance: str
     example: JobExample
 
 
-class WorkerOut(BaseModel):
+class WorkerOut(TypedDict):
     """A registered worker: ``live``, ``stale`` (silent past the stale limit) or ``stopped``."""
 
     name: str
@@ -268,7 +297,7 @@ class WorkerOut(BaseModel):
     stopped_at: Timestamp | None
 
 
-class Limits(BaseModel):
+class Limits(TypedDict):
     """The limits that apply to an identity (0: off)."""
 
     write_rate_per_s: Number
@@ -277,7 +306,7 @@ class Limits(BaseModel):
     max_trials: int
 
 
-class MeOut(BaseModel):
+class MeOut(TypedDict):
     """``GET /me``: the identity, its scopes, its token and its limits."""
 
     identity: str
@@ -289,7 +318,7 @@ class MeOut(BaseModel):
     limits: Limits
 
 
-class ExportTarget(BaseModel):
+class ExportTarget(TypedDict):
     """The exported target."""
 
     key: str
@@ -297,33 +326,39 @@ class ExportTarget(BaseModel):
     canonical: dict[str, Any]
 
 
-class ExportOut(BaseModel):
-    """A target's successful records as the two files of a MetaSchedule JSON database."""
+# Two keys are file names, not identifiers: the functional form declares them as they are.
+ExportOut = TypedDict(
+    "ExportOut",
+    {
+        "target": ExportTarget,
+        "tvm_series": str | None,
+        "workloads": int,
+        "records": int,
+        "database_workload.json": str,
+        "database_tuning_record.json": str,
+    },
+)
+ExportOut.__doc__ = (
+    "A target's successful records as the two files of a MetaSchedule JSON database."
+)
 
-    target: ExportTarget
-    tvm_series: str | None
-    workloads: int
-    records: int
-    workload_file: str = Field(alias="database_workload.json")
-    record_file: str = Field(alias="database_tuning_record.json")
 
-
-class ImportTarget(BaseModel):
+class ImportTarget(TypedDict):
     """The target a database was imported for."""
 
     key: str
     label: str
 
 
-class ImportedJob(BaseModel):
+class ImportedJob(TypedDict):
     """A verification job of an imported workload (new, or one already pending)."""
 
     id: int
     workload_id: int
-    state: JobState
+    state: JobStateName
 
 
-class ImportOut(BaseModel):
+class ImportOut(TypedDict):
     """What an import stored and the jobs that verify it."""
 
     target: ImportTarget
@@ -333,13 +368,13 @@ class ImportOut(BaseModel):
     jobs: list[ImportedJob]
 
 
-class Health(BaseModel):
+class Health(TypedDict):
     """``GET /healthz``."""
 
     status: Literal["ok"]
 
 
-class ScheduleKeyOut(BaseModel):
+class ScheduleKeyOut(TypedDict):
     """What a verified best is stored under (`schedule_reads.ScheduleKey`)."""
 
     workload_shash: str
@@ -347,7 +382,7 @@ class ScheduleKeyOut(BaseModel):
     tvm_series: str
 
 
-class TunedRecordOut(BaseModel):
+class TunedRecordOut(TypedDict):
     """A successful record as a TVM ``Database`` replays it (`schedule_reads.TunedRecord`)."""
 
     record_id: int
@@ -359,7 +394,7 @@ class TunedRecordOut(BaseModel):
     tvm_version: str
 
 
-class TunedScheduleOut(BaseModel):
+class TunedScheduleOut(TypedDict):
     """A verified best as a build needs it (`schedule_reads.TunedSchedule`); ``record`` null:
     the plain, unscheduled function was the fastest verified candidate."""
 
@@ -370,62 +405,77 @@ class TunedScheduleOut(BaseModel):
     packed_params: list[dict[str, Any]] | None
     record: TunedRecordOut | None
     # Only in answers to lookups with ``allow_neighbour`` (absent otherwise):
-    provenance: Literal["tuned", "neighbour"] | None = Field(
-        default=None, description='"tuned": a verified best; "neighbour": a neighbour\'s, refitted'
-    )
-    verified: bool | None = None
-    neighbour_schedule_id: int | None = Field(
-        default=None, description="the tuned neighbour's schedule a neighbour answer comes from"
-    )
-    job_id: int | None = Field(
-        default=None, description="the job verifying a neighbour answer, then tuning it"
-    )
+    provenance: NotRequired[
+        Annotated[
+            Literal["tuned", "neighbour"] | None,
+            Field(description='"tuned": a verified best; "neighbour": a neighbour\'s, refitted'),
+        ]
+    ]
+    verified: NotRequired[bool | None]
+    neighbour_schedule_id: NotRequired[
+        Annotated[
+            int | None,
+            Field(description="the tuned neighbour's schedule a neighbour answer comes from"),
+        ]
+    ]
+    job_id: NotRequired[
+        Annotated[
+            int | None, Field(description="the job verifying a neighbour answer, then tuning it")
+        ]
+    ]
 
 
-class LookupTargetOut(BaseModel):
+class LookupTargetOut(TypedDict):
     """The target a lookup was answered for: its key, and its label when the store knows it."""
 
     key: str
     label: str | None
 
 
-class LookupOut(BaseModel):
+class LookupOut(TypedDict):
     """``POST /lookup``: the verified bests found, by workload hash, and the hashes without one."""
 
     target: LookupTargetOut
     tvm_series: str
     schedules: dict[str, TunedScheduleOut]
     missing: list[str]
-    withdrawn: list[str] | None = Field(
-        default=None,
-        description="with allow_neighbour: hashes whose neighbour answer failed verification "
-        "(drop cached copies); absent otherwise",
-    )
+    withdrawn: NotRequired[
+        Annotated[
+            list[str] | None,
+            Field(
+                description="with allow_neighbour: hashes whose neighbour answer failed"
+                " verification (drop cached copies); absent otherwise"
+            ),
+        ]
+    ]
 
 
-class UploadedTaskOut(BaseModel):
+class UploadedTaskOut(TypedDict):
     """What became of one task a build sent: its workload hash (as the service parsed it:
     the build's own hash, or the build and the service disagree) and what now answers it."""
 
     name: str
     workload: str
-    state: Literal["tuned", "neighbour", "tuning", "queued"] = Field(
-        description="tuned: a verified best exists; neighbour: an unverified neighbour answer "
-        "now exists (its job verifies it, then tunes); tuning: a job for it was already "
-        "queued or running; queued: a tuning job of the caller's was queued now (no neighbour "
-        "to answer with, or its answer was withdrawn)"
-    )
+    state: Annotated[
+        Literal["tuned", "neighbour", "tuning", "queued"],
+        Field(
+            description="tuned: a verified best exists; neighbour: an unverified neighbour answer "
+            "now exists (its job verifies it, then tunes); tuning: a job for it was already "
+            "queued or running; queued: a tuning job of the caller's was queued now (no neighbour "
+            "to answer with, or its answer was withdrawn)"
+        ),
+    ]
     job_id: int | None
 
 
-class TaskUploadOut(BaseModel):
+class TaskUploadOut(TypedDict):
     """``POST /tasks``: the target the tasks were stored for, and each task's state."""
 
     target: LookupTargetOut
     tasks: list[UploadedTaskOut]
 
 
-class ModelInputOut(BaseModel):
+class ModelInputOut(TypedDict):
     """An input of a model: its graph name, shape and dtype."""
 
     name: str
@@ -433,45 +483,54 @@ class ModelInputOut(BaseModel):
     dtype: str
 
 
-class ModelOutputOut(BaseModel):
+class ModelOutputOut(TypedDict):
     """An output of a model: shape and dtype."""
 
     shape: list[int]
     dtype: str
 
 
-class ModelProgress(BaseModel):
+class ModelProgress(TypedDict):
     """A model's progress, summed over its tasks' jobs."""
 
     tasks: int
-    tasks_done: int = Field(description="tasks whose job is final (succeeded, failed, cancelled)")
+    tasks_done: Annotated[
+        int, Field(description="tasks whose job is final (succeeded, failed, cancelled)")
+    ]
     tasks_cache_hit: int
     tasks_failed: int
-    trials: int = Field(description="the trials given to the tasks so far")
+    trials: Annotated[int, Field(description="the trials given to the tasks so far")]
     trials_done: int
-    reserve_trials: int = Field(
-        description="trials held back until every task is measured, then given to the tasks "
-        "furthest from their roofline (0 once spent)"
-    )
+    reserve_trials: Annotated[
+        int,
+        Field(
+            description="trials held back until every task is measured, then given to the tasks "
+            "furthest from their roofline (0 once spent)"
+        ),
+    ]
 
 
-class ModelResult(BaseModel):
+class ModelResult(TypedDict):
     """The compiled model and what its worker measured, untuned and tuned, side by side."""
 
     artifact_sha256: str
     artifact_size: int
-    tasks_applied: int | None = Field(description="tasks compiled with their tuned schedule")
+    tasks_applied: Annotated[
+        int | None, Field(description="tasks compiled with their tuned schedule")
+    ]
     untuned_ms: float | None
     tuned_ms: float | None
     speedup_vs_untuned: float | None
-    max_abs_error: float | None = Field(description="tuned vs untuned output, same inputs")
+    max_abs_error: Annotated[
+        float | None, Field(description="tuned vs untuned output, same inputs")
+    ]
 
 
-class ModelTaskJob(BaseModel):
+class ModelTaskJob(TypedDict):
     """The job that tunes one task of a model."""
 
     id: int
-    state: JobState
+    state: JobStateName
     space: str
     trials_done: int
     best_latency_us: float | None
@@ -480,7 +539,7 @@ class ModelTaskJob(BaseModel):
     error: str | None
 
 
-class ModelTaskOut(BaseModel):
+class ModelTaskOut(TypedDict):
     """One task of a model: a fused function, its weight (calls per run), its budget."""
 
     position: int
@@ -491,13 +550,17 @@ class ModelTaskOut(BaseModel):
     job: ModelTaskJob
 
 
-class ModelOut(BaseModel):
+ModelFormat = Literal["onnx", "relax"]
+ModelState = Literal["tuning", "compiling", "succeeded", "failed", "cancelled"]
+
+
+class ModelOut(TypedDict):
     """A whole-model job as ``/models`` routes show it (``tasks`` only on one model's page)."""
 
     id: int
     name: str
-    format: Literal["onnx", "relax"]
-    state: Literal["tuning", "compiling", "succeeded", "failed", "cancelled"]
+    format: ModelFormat
+    state: ModelState
     target: TargetOut
     trials: int
     inputs: list[ModelInputOut]
@@ -512,4 +575,4 @@ class ModelOut(BaseModel):
     created_at: Timestamp
     started_at: Timestamp | None
     finished_at: Timestamp | None
-    tasks: list[ModelTaskOut] | None = None
+    tasks: list[ModelTaskOut] | None

@@ -10,7 +10,6 @@ that they agree).
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
 from datetime import datetime, timezone
 from typing import Annotated, Any, Literal, overload
 
@@ -34,6 +33,14 @@ from schedules_db.values import (
     ScheduleInfo,
     Target,
     WorkloadInfo,
+)
+from service.web.responses import (
+    JobOut,
+    ScheduleDetail,
+    ScheduleOut,
+    TargetBandwidth,
+    TargetOut,
+    WorkloadOut,
 )
 from tuning.hardware.roofline import Bandwidth, roofline_us, share_of_roofline
 from tuning.sandbox.user_tasks import MAX_TASK_JSON_BYTES, MAX_UPLOADED_TASKS
@@ -251,7 +258,7 @@ def gflops(flop: float, latency_us: float | None) -> float | None:
     return flop / (latency_us * 1e-6) / 1e9
 
 
-def target_json(target: Target) -> dict[str, Any]:
+def target_json(target: Target) -> TargetOut:
     """A target as the API shows it (`service.web.responses.TargetOut`)."""
     return {
         "key": target.key,
@@ -260,11 +267,24 @@ def target_json(target: Target) -> dict[str, Any]:
         "canonical": json.loads(target.canonical_json),
         "fingerprint": target.fingerprint,
         "peak_gflops": target.peak_gflops,
-        "bandwidth": None if (bandwidth := Bandwidth.of(target)) is None else asdict(bandwidth),
+        "bandwidth": bandwidth_json(Bandwidth.of(target)),
     }
 
 
-def workload_json(workload: WorkloadInfo) -> dict[str, Any]:
+def bandwidth_json(bandwidth: Bandwidth | None) -> TargetBandwidth | None:
+    """A target's measured bandwidth (`service.web.responses.TargetBandwidth`), or None."""
+    if bandwidth is None:
+        return None
+    return {
+        "cache_gbps": bandwidth.cache_gbps,
+        "memory_gbps": bandwidth.memory_gbps,
+        "cache_bytes": bandwidth.cache_bytes,
+        "llc_gbps": bandwidth.llc_gbps,
+        "llc_bytes": bandwidth.llc_bytes,
+    }
+
+
+def workload_json(workload: WorkloadInfo) -> WorkloadOut:
     """A workload as the API shows it (`service.web.responses.WorkloadOut`)."""
     return {
         "id": workload.id,
@@ -276,7 +296,7 @@ def workload_json(workload: WorkloadInfo) -> dict[str, Any]:
     }
 
 
-def job_json(job: Job, workload: WorkloadInfo, target: Target) -> dict[str, Any]:
+def job_json(job: Job, workload: WorkloadInfo, target: Target) -> JobOut:
     """A job as the API shows it (`service.web.responses.JobOut`); ``waiting_for`` is None here
     (`service.api.views.job_view` fills it in for a queued job)."""
     return {
@@ -317,7 +337,7 @@ def schedule_json(
     target: Target,
     artifact: Artifact,
     record: RecordTrace | Record | None = None,
-) -> dict[str, Any]:
+) -> ScheduleOut:
     """A schedule as lists show it (`service.web.responses.ScheduleOut`); ``tvm_version`` is the
     ``record``'s (None without one)."""
     return {
@@ -367,14 +387,15 @@ def schedule_detail_json(
     target: Target,
     artifact: Artifact,
     record: RecordTrace | Record | None,
-) -> dict[str, Any]:
+) -> ScheduleDetail:
     """One schedule (`service.web.responses.ScheduleDetail`): `schedule_json` with the record's
     trace (``[[], []]`` without a record) and the scheduled TIR. ``GET /schedules/{id}`` writes
     the same JSON without parsing the trace (`service.api.views.schedule_detail_bytes`)."""
-    body = schedule_json(schedule, workload, target, artifact, record)
-    body["trace"] = json.loads(record.trace_json) if record else [[], []]
-    body["tir"] = schedule.tir
-    return body
+    return {
+        **schedule_json(schedule, workload, target, artifact, record),
+        "trace": json.loads(record.trace_json) if record else [[], []],
+        "tir": schedule.tir,
+    }
 
 
 MAX_MODEL_INPUTS = 16

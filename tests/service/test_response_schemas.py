@@ -14,6 +14,7 @@ import pytest
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, TypeAdapter
+from typing_extensions import is_typeddict
 
 from schedules_db import Store, lookups, make_engine, upgrade_schema
 from service.api.views import job_view, schedule_detail_bytes, schedule_view
@@ -63,10 +64,13 @@ def api_routes(app: FastAPI) -> list[tuple[str, APIRoute]]:
 
 
 def _is_model(annotation: Any) -> bool:
-    """A pydantic model, or a list of one."""
+    """A declared shape (a `service.web.responses` TypedDict or a pydantic model), or a list of
+    one."""
     if get_origin(annotation) is list:
         (annotation,) = get_args(annotation)
-    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
+    return is_typeddict(annotation) or (
+        isinstance(annotation, type) and issubclass(annotation, BaseModel)
+    )
 
 
 def test_every_json_route_declares_a_response_model(app: FastAPI) -> None:
@@ -74,7 +78,7 @@ def test_every_json_route_declares_a_response_model(app: FastAPI) -> None:
     assert len(routes) >= 17
     without = [name for name, route in routes if name not in NOT_JSON and not _is_model(
         route.response_model)]  # fmt: skip
-    assert not without, f"JSON routes without a pydantic response_model: {without}"
+    assert not without, f"JSON routes without a declared response_model: {without}"
     for name, route in routes:
         if name in NOT_JSON:
             assert route.response_model is None, name

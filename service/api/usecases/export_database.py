@@ -4,21 +4,19 @@ opens it; `compile_tir` applies it)."""
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from schedules_db import Store
 from service.api.usecases.target_names import target_id_of
 from service.api.views import present
 from service.web.errors import not_found
+from service.web.responses import ExportOut
 from tuning.publish.interchange import (
-    RECORD_FILE,
-    WORKLOAD_FILE,
     encode_record_line,
     encode_workload_line,
 )
 
 
-def export_database(store: Store, target: str) -> dict[str, Any]:
+def export_database(store: Store, target: str) -> ExportOut:
     """The successful records of the target named ``target`` (key, label, "host" or JSON) as
     the text of both files (`service.web.responses.ExportOut`); 404 for a target the store does
     not know, 422 for one tunehub refuses."""
@@ -51,6 +49,6 @@ def export_database(store: Store, target: str) -> dict[str, Any]:
         "tvm_series": store.series,
         "workloads": len(workload_lines),
         "records": len(record_lines),
-        WORKLOAD_FILE: "".join(line + "\n" for line in workload_lines),
-        RECORD_FILE: "".join(line + "\n" for line in record_lines),
+        "database_workload.json": "".join(line + "\n" for line in workload_lines),
+        "database_tuning_record.json": "".join(line + "\n" for line in record_lines),
     }

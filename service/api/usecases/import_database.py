@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from typing import Any
 
 from schedules_db import Store
 from schedules_db.tokens import ADMIN
@@ -26,6 +25,7 @@ from service.shared.queue import JobQueue, queue_name
 from service.shared.targets import record_target
 from service.web.auth import Identity, check_target, forbidden
 from service.web.errors import invalid
+from service.web.responses import ImportedJob, ImportOut
 from service.web.schemas import ImportBody
 from service.web.shared_limits import ParseGate, SharedLimits
 from service.web.untrusted_input import isolated_parser
@@ -47,7 +47,7 @@ MAX_RECORDS = 200_000
 
 def import_database(
     store: Store, queue: JobQueue, limits: SharedLimits, who: Identity, body: ImportBody
-) -> dict[str, Any]:
+) -> ImportOut:
     """Store the database's workloads and records for its target and queue the verification of
     each workload's best; returns what was stored (`service.web.responses.ImportOut`).
 
@@ -86,7 +86,7 @@ def import_database(
                 failed=run_failed(record.run_secs),
             ),
         )
-    jobs = []
+    jobs: list[ImportedJob] = []
     for workload_id in dict.fromkeys(workload_ids):
         measured = store.records.count(stored_target.id, workload_id)
         pending = store.jobs.unfinished(workload_id, stored_target.id)

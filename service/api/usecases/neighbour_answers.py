@@ -18,10 +18,8 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
 
-from schedule_reads import ScheduleKey
 from schedules_db import Store
 from schedules_db.values import (
     CATALOG,
@@ -36,6 +34,7 @@ from schedules_db.values import (
 from service.api.usecases.dispatch import dispatch_or_defer
 from service.shared.queue import JobQueue, queue_name
 from service.shared.settings import Settings
+from service.web.responses import TunedScheduleOut
 from tuning.catalog import get_operator
 from tuning.sandbox import SandboxError
 from tuning.sandbox.neighbour_refit import (
@@ -61,7 +60,7 @@ class NeighbourReply:
     """What neighbour answers add to a lookup: answers by hash, and hashes whose answer was
     withdrawn (and that have none now)."""
 
-    schedules: dict[str, dict[str, Any]] = field(default_factory=dict)
+    schedules: dict[str, TunedScheduleOut] = field(default_factory=dict)
     withdrawn: list[str] = field(default_factory=list)
 
 
@@ -104,14 +103,16 @@ def answer_missing(
     return reply
 
 
-def answer_json(answer: NeighbourAnswer, shash: str, target: Target, series: str) -> dict[str, Any]:
+def answer_json(
+    answer: NeighbourAnswer, shash: str, target: Target, series: str
+) -> TunedScheduleOut:
     """A neighbour answer in the shape of a verified best (`schedule_reads.TunedSchedule`),
     marked: ``provenance`` "neighbour", ``verified`` false, the neighbour's schedule and the
     verifying job. Its ids (``schedule_id``, ``record.record_id``) are the answer's own (it has
     no artifact); its latency is the neighbour's scaled by FLOP, an estimate."""
     return {
         "schedule_id": answer.id,
-        "key": asdict(ScheduleKey(shash, target.key, series)),
+        "key": {"workload_shash": shash, "target_key": target.key, "tvm_series": series},
         "latency_us": answer.latency_us,
         "space": answer.space,
         "packed_params": answer.packed_params,
