@@ -1,5 +1,5 @@
 # tunehub: `make run` installs and serves on the embedded default; `make test` installs, checks
-# (ruff lint, ruff format, mypy) and tests. `make format` rewrites what `make test` would refuse.
+# (ruff lint, ruff format, mypy, the docs build) and tests. `make format` rewrites what `make test` would refuse.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 
 CHROMIUM ?= /usr/bin/chromium
 
-.PHONY: install run test lint typecheck format bench browser clean
+.PHONY: install run test lint typecheck format docs bench browser clean
 
 # Reinstalls whenever pyproject.toml or the build hook changes (dependencies, pinned tools and
 # npm assets, their config). The editable install runs hatch_build.py, which fetches the
@@ -38,7 +38,11 @@ format: install
 	$(VENV)/bin/ruff check --select I --fix .
 	$(VENV)/bin/ruff format .
 
-test: install browser lint typecheck
+# The docs site; its reference pages are generated from the code (docs/hooks/reference.py).
+docs: install
+	PYTHONDONTWRITEBYTECODE=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir build/site
+
+test: install browser lint typecheck docs
 	$(PY) -m pytest
 
 bench: install

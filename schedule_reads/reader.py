@@ -12,7 +12,7 @@ class ScheduleReader(ABC):
     """Verified best schedules and top records, read for one TVM series.
 
     An abstract base class rather than a `typing.Protocol`: its implementations (SQL on the server,
-    HTTP in the light client from the next issue on) are ours and subclass it on purpose, so a
+    HTTP in the light client) are ours and subclass it on purpose, so a
     missing method fails when the reader is constructed, not in the middle of a build; and the base
     holds what every implementation shares (the bound series and its check of a key).
 

@@ -208,7 +208,7 @@ class TunehubDatabase(PyDatabase):
 
     def push(self) -> dict[str, Any] | None:
         """Send the records committed since the last push to the service (``POST /import``,
-        needs the ``submit`` scope), as a MetaSchedule JSON database measured on this target:
+        needs the ``submit-code`` scope), as a MetaSchedule JSON database measured on this target:
         they are validated as any import, stored unverified, and served only once a worker of
         the target has verified them (one verification job per workload is queued). Returns
         the import's summary; None when nothing is pending."""

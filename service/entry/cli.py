@@ -1,8 +1,10 @@
 """The `tunehub` command line.
 
 On a server host: serve (the API and local workers), worker (a worker for some targets), token
-(create, list or revoke API tokens). Against a server, over HTTP: submit, status, cancel, watch,
-schedules, fetch, export, import, workers, whoami, operators.
+(create, list or revoke API tokens), artifacts (move artifacts into the database, collect
+garbage). Against a server, over HTTP: submit, status, cancel, watch, schedules, fetch, export,
+import, workers, whoami, operators; for whole models: submit-model, model, cancel-model,
+fetch-model.
 """
 # The client commands live in the light client (`service.client.commands`); the server-host
 # commands import the server (store, API, worker) only when they run, so `tunehub --help` and

@@ -62,17 +62,21 @@ class Settings:
     artifact_cache_bytes: int = 2 * 2**30
     # Garbage collection of unreferenced artifacts (schedules_db.blobs.collect), run by the
     # reaper's replica: how often, and how old an unreferenced blob must be to go.
-    gc_every_s: float = 3600.0
-    gc_grace_s: float = 3600.0
+    gc_every_s: float = 3600.0  # how often the reaper's replica collects unreferenced artifacts
+    gc_grace_s: float = 3600.0  # how old an unreferenced artifact must be before it goes
     # Redis shared by every API replica for write-rate buckets, the one-parse-per-identity rule
-    # and job-cap admission (service.coordination); unset: all three live in this process.
+    # and job-cap admission (service.web.shared_limits); unset: all three live in this process.
     redis_url: str | None = None
-    max_trials: int = 20000
+    max_trials: int = 20000  # the largest trial budget a job may ask for
+    # A running job (or compiling model) whose heartbeat is this old has lost its worker: the
+    # reaper requeues it. Workers and their running jobs beat every heartbeat_every_s.
     stale_after_s: float = 90.0
     heartbeat_every_s: float = 10.0
-    reaper_every_s: float = 15.0
+    reaper_every_s: float = 15.0  # how often the reaper sweeps
+    # A queued job the broker never took (it was down when the job was made) is sent again
+    # after this long.
     requeue_after_s: float = 300.0
-    num_trials_per_iter: int = 64
+    num_trials_per_iter: int = 64  # candidates measured per search round (MetaSchedule's batch)
     # Each timed run of a kernel lasts at least this long (ms), in the search and in verification.
     timing_ms: int = field(default_factory=default_timing_ms)
     seed: int | None = None  # the search's random seed (None: a fresh one per job)

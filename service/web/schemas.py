@@ -449,5 +449,5 @@ class ModelCreate(BaseModel):
         default="host", description='"host", a stored key or label, or a TVM target as JSON'
     )
     trials: Annotated[int, Field(strict=True, ge=1)] = Field(
-        description="the model's total budget, shared by its tasks (see the README)"
+        description="the model's total budget, shared by its tasks (docs/model-jobs.md)"
     )
