@@ -1,9 +1,12 @@
-"""The response bodies of the API, as pydantic models: what ``/openapi.json`` documents.
+"""The response bodies of the API, each declared once, as a TypedDict: the builders that write
+them (`service.web.schemas`, `service.api.views`, the use cases) return these types, so mypy
+checks every key and value they write, and ``/openapi.json`` documents the same types (pydantic
+reads a TypedDict as it reads a model).
 
-Each model declares its fields in the order the route answers them, so FastAPI's serialisation
-through the model keeps every key, its order and its value (tests/service/test_response_schemas.py
-pins each model to the builder in `service.web.schemas` it documents). Two conventions keep values
-exactly as they were before the models existed:
+Each declares its keys in the order the route answers them, so FastAPI's validation and
+serialisation keep every key, its order and its value (tests/service/test_response_schemas.py
+runs the builders' output through them). Two conventions keep values as the builders write
+them:
 
 * timestamps stay the strings `service.web.schemas.iso` writes (`Timestamp`: documented as
   ``date-time``; a ``datetime`` field would re-format them);
@@ -11,8 +14,8 @@ exactly as they were before the models existed:
   into ``0.0``).
 
 The hot read routes (``GET /jobs/{id}``, ``GET /schedules``, ``GET /schedules/{id}``) answer
-pre-serialised JSON (`service.web.fast_json`): their models document them, FastAPI does not
-re-validate a returned `Response`.
+pre-serialised JSON (`service.web.fast_json`): their types document them, FastAPI does not
+re-validate a returned `Response`. A key only some answers carry is `NotRequired`.
 """
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 values (`schedules_db.values`).
 
 The builders return plain dicts so that the hot read routes can serialise them with
-`service.web.fast_json` alone; `service.web.responses` documents each shape with a pydantic
-model that lists the same keys in the same order (tests/service/test_response_schemas.py checks
-that they agree).
+`service.web.fast_json` alone. Each is typed with the `service.web.responses` TypedDict that
+declares its shape, the one declaration of it: mypy checks every key and value a builder writes,
+and FastAPI documents the same type.
 """
 
 from __future__ import annotations

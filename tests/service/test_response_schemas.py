@@ -1,8 +1,9 @@
-"""Every JSON route declares a pydantic response model and ``/openapi.json`` documents a body
-for each of its 2xx answers; the two other routes (the artifact, the event stream) declare
-their media types. Each model serialises what the builder it documents (`service.web.schemas`,
-`service.api.views`) returns without changing it: same keys, same order, same values (the hot
-read routes answer the builders' JSON without going through their models)."""
+"""Every JSON route declares its response type (a `service.web.responses` TypedDict) and
+``/openapi.json`` documents a body for each of its 2xx answers; the two other routes (the
+artifact, the event stream) declare their media types. Each type serialises what its builder
+(`service.web.schemas`, `service.api.views`) returns without changing it: same keys, same
+order, same values (mypy checks the keys and types statically; this checks the order and that
+pydantic's validation leaves values as they are, since the hot read routes skip it)."""
 
 from __future__ import annotations
 
