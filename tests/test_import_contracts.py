@@ -97,7 +97,8 @@ ROLES = {
     "service.client": "the light client",
 }
 WORKER_NEVER = (
-    "fastapi", "starlette", "service.api", "service.web", "service.dashboard", "service.entry"
+    "fastapi", "starlette", "service.api", "service.web", "service.dashboard", "service.entry",
+    "service.client",
 )  # fmt: skip
 RULES = (
     Rule("schedule_reads", "schedule_reads: stdlib only", only=("schedule_reads",)),
@@ -138,18 +139,24 @@ RULES = (
     ),
     Rule(
         "service.web",
-        "HTTP plumbing: never the routes, the pages, the entry points or the worker",
-        never=("service.api", "service.dashboard", "service.entry", "service.worker"),
+        "HTTP plumbing: never the routes, the pages, the entry points, the worker, the client",
+        never=(
+            "service.api",
+            "service.dashboard",
+            "service.entry",
+            "service.worker",
+            "service.client",
+        ),  # fmt: skip
     ),
     Rule(
         "service.api",
-        "REST routes: never the pages, the entry points or the worker",
-        never=("service.dashboard", "service.entry", "service.worker"),
+        "REST routes: never the pages, the entry points, the worker or the light client",
+        never=("service.dashboard", "service.entry", "service.worker", "service.client"),
     ),
     Rule(
         "service.dashboard",
-        "pages: never the entry points or the worker",
-        never=("service.entry", "service.worker"),
+        "pages: never the entry points, the worker or the light client",
+        never=("service.entry", "service.worker", "service.client"),
     ),
     Rule(
         "service",
@@ -367,7 +374,8 @@ def test_service_holds_its_role_packages_and_no_loose_module() -> None:
         ("service.web.auth", "service.api.deps"),  # plumbing reaching up to the routes
         ("service.api.usecases.dispatch", "service.entry.reaper"),  # a route up to an entry
         ("service.shared.queue", "service.web.errors"),  # shared reaching into HTTP
-        ("service.worker.runner", "service.web.settings"),
+        ("service.worker.runner", "service.web.auth"),
+        ("service.api.jobs", "service.client.http"),  # sideways, into the light client
         ("service.dashboard.pages", "service.entry.app"),
     ],
 )

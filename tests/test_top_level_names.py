@@ -34,11 +34,14 @@ def test_another_distribution_claiming_service_is_named(
     assert refusal is not None and "'service' is also installed by other-service" in refusal
 
 
-def test_serve_refuses_to_start_beside_a_clash(tmp_path: Path) -> None:
+@pytest.mark.parametrize("command", [["serve", "--workers", "0"], ["worker", "--no-supervise"]])
+def test_serve_and_worker_refuse_to_start_beside_a_clash(
+    tmp_path: Path, command: list[str]
+) -> None:
     fake_distribution(tmp_path / "site", "other-tuning", "tuning")
     done = subprocess.run(
         [sys.executable, "-c", "import sys; from service.entry.cli import main; sys.exit(main())",
-         "serve", "--workers", "0", "--data-dir", str(tmp_path / "data")],
+         *command, "--data-dir", str(tmp_path / "data")],
         env={"PYTHONPATH": str(tmp_path / "site"), "PATH": "/usr/bin:/bin"},
         capture_output=True, text=True, timeout=60, cwd=Path(__file__).resolve().parent.parent,
     )  # fmt: skip

@@ -62,8 +62,8 @@ def lookup(
     found = reader.lookup(key, body.workloads) if stored is not None else {}
     # A verified best's provenance and verified flag are answered only to those who asked
     # for neighbour answers (old clients see exactly what they always saw).
-    # `schedule_reads.TunedSchedule` is the shape `TunedScheduleOut` documents (both are
-    # pinned to one another in tests/service/test_response_schemas.py).
+    # `schedule_reads.TunedSchedule` is the shape `TunedScheduleOut` documents (their fields
+    # are held equal by tests/service/test_response_schemas.py).
     schedules = {
         shash: cast(
             TunedScheduleOut,

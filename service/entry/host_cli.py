@@ -129,7 +129,8 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     from tuning.hardware.devices import RpcSpec
 
     if refusal := clash_refusal():
-        raise SystemExit(f"tunehub: {refusal}")
+        print(f"tunehub: {refusal}", file=sys.stderr)
+        return 2
     rpc = None
     if args.rpc_tracker or args.rpc_key:
         try:

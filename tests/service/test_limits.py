@@ -35,6 +35,12 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerThread]:
         yield running
 
 
+# The server still answers others promptly after a refused body. The bound is loose on purpose:
+# a test started just after one whose processes are still exiting shares the two cores with
+# them (1.18 s was seen so); a server stuck on the body would not answer within the timeout.
+PROMPT_S = 3
+
+
 def _healthy(server: ServerThread) -> float:
     """Seconds /healthz took to answer 200."""
     started = time.monotonic()
@@ -69,7 +75,7 @@ def test_declared_length_over_the_cap_is_refused_before_the_body_is_sent(
         assert b"connection: close" in head.lower()
         assert json.loads(body)["limit_bytes"] == JOB_CAP
         assert sock.recv(65536) == b""  # closed: the rest is never read
-    assert _healthy(server) < 1
+    assert _healthy(server) < PROMPT_S
 
 
 def test_chunked_body_is_cut_off_at_the_cap(server: ServerThread) -> None:
@@ -85,7 +91,7 @@ def test_chunked_body_is_cut_off_at_the_cap(server: ServerThread) -> None:
     _assert_413(response, JOB_CAP)
     # The server stopped reading: far less than the 64 MiB was sent (socket buffers hold some).
     assert sent < 16 * 2**20, sent
-    assert _healthy(server) < 1
+    assert _healthy(server) < PROMPT_S
 
 
 def test_chunked_body_under_the_cap_reaches_the_route(server: ServerThread) -> None:
@@ -110,7 +116,7 @@ def test_caps_are_per_route(server: ServerThread) -> None:
         _assert_413(client.post("/jobs/1/cancel", json=padding), DEFAULT_CAP)
         _assert_413(client.request("GET", "/schedules", json=padding), DEFAULT_CAP)
         _assert_413(client.post("/jobs/", json=padding), JOB_CAP)
-    assert _healthy(server) < 1
+    assert _healthy(server) < PROMPT_S
 
 
 def test_a_slow_upload_does_not_hold_other_requests(server: ServerThread) -> None:
@@ -131,7 +137,7 @@ def test_a_slow_upload_does_not_hold_other_requests(server: ServerThread) -> Non
     uploader.start()
     try:
         time.sleep(0.3)
-        assert _healthy(server) < 1
+        assert _healthy(server) < PROMPT_S
     finally:
         done.set()
         uploader.join()

@@ -7,6 +7,7 @@ pydantic's validation leaves values as they are, since the hot read routes skip 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any, get_args, get_origin
@@ -15,9 +16,11 @@ import pytest
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, TypeAdapter
-from typing_extensions import is_typeddict
+from typing_extensions import NotRequired, get_type_hints, is_typeddict
 
+from schedule_reads import ScheduleKey, TunedRecord, TunedSchedule
 from schedules_db import Store, lookups, make_engine, upgrade_schema
+from service.api.usecases.tune_missing import TaskState
 from service.api.views import job_view, schedule_detail_bytes, schedule_view
 from service.entry.app import create_app
 from service.shared.settings import Settings
@@ -171,3 +174,28 @@ def test_numbers_keep_their_type_and_aliases_their_names() -> None:
     _same(responses.ExportOut, export)
     aliases = {field.alias for field in ImportBody.model_fields.values()}
     assert {WORKLOAD_FILE, RECORD_FILE} <= aliases
+
+
+# ------------------------------------------------ dataclasses answered through a cast
+@pytest.mark.parametrize(
+    ("value_type", "shape", "left_out"),
+    [
+        (TunedSchedule, responses.TunedScheduleOut, {"provenance", "verified"}),  # NEIGHBOUR_ONLY
+        (TunedRecord, responses.TunedRecordOut, set()),
+        (ScheduleKey, responses.ScheduleKeyOut, set()),
+        (TaskState, responses.UploadedTaskOut, set()),
+    ],
+)
+def test_a_dataclass_answered_as_a_response_type_has_its_keys_in_order(
+    value_type: type, shape: Any, left_out: set[str]
+) -> None:
+    """`POST /lookup`, `GET /top-records` and `POST /tasks` answer ``asdict`` of these values,
+    cast to their response types: the fields must be the type's keys, in its order (the
+    neighbour-only keys come after the always-present ones, and lookups without
+    ``allow_neighbour`` drop them)."""
+    fields = [f.name for f in dataclasses.fields(value_type)]
+    hints = get_type_hints(shape, include_extras=True)
+    keys = list(hints)
+    always = [key for key, hint in hints.items() if get_origin(hint) is not NotRequired]
+    assert [f for f in fields if f not in left_out] == always
+    assert set(fields) <= set(keys)
