@@ -1,0 +1,111 @@
+"""Targets, workloads and the operator catalog (``/targets``, ``/workloads``, ``/operators``)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import Field
+from typing_extensions import TypedDict
+
+
+class TargetBandwidth(TypedDict):
+    """GB/s a streaming kernel reached on a target's cores: in their own caches (at most
+    ``cache_bytes`` moved in all), in the shared last-level cache (at most ``llc_bytes``; null
+    where the machine has none) and in memory."""
+
+    cache_gbps: float
+    memory_gbps: float
+    cache_bytes: int
+    llc_gbps: float | None
+    llc_bytes: int | None
+
+
+class TargetOut(TypedDict):
+    """A target: its key (hash of the canonical JSON), label, kind and the hosts' fingerprint."""
+
+    key: str
+    label: str
+    kind: str
+    canonical: Annotated[dict[str, Any], Field(description="the canonical TVM target JSON")]
+    fingerprint: dict[str, Any]
+    peak_gflops: Annotated[
+        float | None,
+        Field(description="the fp32 FMA peak its worker measured at start (null: none measured)"),
+    ]
+    bandwidth: Annotated[
+        TargetBandwidth | None,
+        Field(description="the bandwidth its worker measured at start (null: none measured)"),
+    ]
+
+
+class ServedTarget(TargetOut):
+    """A target of ``GET /targets``, with whether a live worker serves it."""
+
+    served: bool
+
+
+class HostTarget(TypedDict):
+    """The target "host" resolves to on the API's machine."""
+
+    canonical: dict[str, Any]
+    label: str
+
+
+class TargetsOut(TypedDict):
+    """``GET /targets``."""
+
+    host: HostTarget
+    targets: list[ServedTarget]
+
+
+class TargetRef(TypedDict):
+    """A target by id, label and key."""
+
+    id: int
+    label: str
+    key: str
+
+
+class WorkloadOut(TypedDict):
+    """A workload: a catalog operator with parameters, or raw TIR (``operator`` null)."""
+
+    id: int
+    structural_hash: str
+    operator: str | None
+    params: dict[str, Any]
+    flop: float
+    bytes_moved: Annotated[
+        int | None,
+        Field(
+            description="what a kernel must read and write at the least: its parameters, each once "
+            "(null until a worker loaded the workload)"
+        ),
+    ]
+
+
+class JobExample(TypedDict):
+    """A job body for an operator (``POST /jobs``)."""
+
+    operator: JobOperator
+    target: str
+    trials: int
+
+
+class OperatorOut(TypedDict):
+    """A catalog operator: parameter schema, dtypes and an example job body."""
+
+    name: str
+    description: str
+    params_schema: Annotated[
+        dict[str, Any], Field(description="JSON schema of the operator's params")
+    ]
+    dtypes: list[str]
+    tolerance: str
+    example: JobExample
+
+
+class JobOperator(TypedDict):
+    """The operator of a job's workload (both null/empty for raw TIR)."""
+
+    name: str | None
+    params: dict[str, Any]
