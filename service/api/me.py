@@ -7,8 +7,8 @@ from fastapi import APIRouter
 from schedules_db.tokens import SCOPES
 from service.api.deps import SettingsDep
 from service.web.auth import Reader
+from service.web.builders import iso
 from service.web.responses import MeOut
-from service.web.schemas import iso
 
 router = APIRouter(tags=["auth"])
 

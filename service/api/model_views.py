@@ -8,6 +8,7 @@ from typing import cast
 from schedules_db import Store
 from schedules_db.values import FINAL_STATES, JobState, ModelJob
 from service.api.views import present
+from service.web.builders import iso, target_json
 from service.web.responses import (
     ModelFormat,
     ModelInputOut,
@@ -17,7 +18,6 @@ from service.web.responses import (
     ModelState,
     ModelTaskOut,
 )
-from service.web.schemas import iso, target_json
 
 
 def model_view(store: Store, model: ModelJob, with_tasks: bool = True) -> ModelOut:

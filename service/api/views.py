@@ -15,9 +15,9 @@ from typing import Literal, TypeVar
 from schedules_db import Store, lookups
 from schedules_db.values import Job, JobState, ScheduleInfo, Target, Worker, WorkloadInfo
 from service.shared.settings import Settings
+from service.web.builders import iso, job_json, schedule_json
 from service.web.fast_json import compact_json, with_raw_fields
 from service.web.responses import JobOut, ScheduleOut, TargetRef, WorkerOut
-from service.web.schemas import iso, job_json, schedule_json
 
 T = TypeVar("T")
 
@@ -78,7 +78,7 @@ def schedule_view(store: Store, schedule: ScheduleInfo) -> ScheduleOut:
 
 
 def schedule_detail_bytes(parts: lookups.ScheduleDetail) -> bytes:
-    """A schedule as `service.web.schemas.schedule_detail_json` shows it, as JSON bytes: the stored
+    """A schedule as `service.web.builders.schedule_detail_json` shows it, as JSON bytes: the stored
     trace text goes in as it is (compacted once per text), not parsed and re-serialised."""
     body = schedule_json(*parts)
     trace = compact_json(parts.record.trace_json) if parts.record else "[[],[]]"

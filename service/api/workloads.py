@@ -12,9 +12,10 @@ from service.api.deps import StoreDep
 from service.api.usecases.target_names import target_id_of
 from service.api.views import present, schedule_view
 from service.web.auth import AnyReader
+from service.web.builders import iso, target_json, workload_json
 from service.web.errors import not_found, responses
 from service.web.responses import CurvePointOut, WorkloadDetail, WorkloadOut, WorkloadTarget
-from service.web.schemas import RowId, TargetQuery, iso, target_json, workload_json
+from service.web.schemas import RowId, TargetQuery
 from service.web.strict_input import StrictRoute
 
 router = APIRouter(prefix="/workloads", tags=["workloads"], route_class=StrictRoute)

@@ -29,8 +29,9 @@ from service.api.views import job_with_parts, live_target_ids, workers_view
 from service.dashboard.formatting import FILTERS
 from service.dashboard.highlight import highlight_json, highlight_python
 from service.web.auth import Identity, viewer
+from service.web.builders import schedule_json
 from service.web.errors import not_found
-from service.web.schemas import RowId, schedule_json
+from service.web.schemas import RowId
 from service.web.sessions import csrf_token, session_of
 from service.web.strict_input import StrictRoute
 from tuning.catalog.dtypes import TOLERANCE_RULES

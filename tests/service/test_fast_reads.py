@@ -12,7 +12,7 @@ import pytest
 from schedules_db import Store, make_engine, upgrade_schema
 from service.entry.app import create_app
 from service.shared.settings import Settings
-from service.web.schemas import job_json, schedule_detail_json, schedule_json
+from service.web.builders import job_json, schedule_detail_json, schedule_json
 from tests.conftest import ServerThread
 from tests.schedules_db.published import artifact_blob, publish
 

@@ -1,7 +1,7 @@
 """Every JSON route declares its response type (a `service.web.responses` TypedDict) and
 ``/openapi.json`` documents a body for each of its 2xx answers; the two other routes (the
 artifact, the event stream) declare their media types. Each type serialises what its builder
-(`service.web.schemas`, `service.api.views`) returns without changing it: same keys, same
+(`service.web.builders`, `service.api.views`) returns without changing it: same keys, same
 order, same values (mypy checks the keys and types statically; this checks the order and that
 pydantic's validation leaves values as they are, since the hot read routes skip it)."""
 
@@ -25,14 +25,14 @@ from service.api.views import job_view, schedule_detail_bytes, schedule_view
 from service.entry.app import create_app
 from service.shared.settings import Settings
 from service.web import responses
-from service.web.schemas import (
-    ImportBody,
+from service.web.builders import (
     job_json,
     schedule_detail_json,
     schedule_json,
     target_json,
     workload_json,
 )
+from service.web.schemas import ImportBody
 from tests.schedules_db.published import publish
 from tuning.publish.interchange import RECORD_FILE, WORKLOAD_FILE
 

@@ -1,5 +1,5 @@
 """The response bodies of the API, each declared once, as a TypedDict: the builders that write
-them (`service.web.schemas`, `service.api.views`, the use cases) return these types, so mypy
+them (`service.web.builders`, `service.api.views`, the use cases) return these types, so mypy
 checks every key and value they write, and ``/openapi.json`` documents the same types (pydantic
 reads a TypedDict as it reads a model).
 
@@ -8,7 +8,7 @@ serialisation keep every key, its order and its value (tests/service/test_respon
 runs the builders' output through them). Two conventions keep values as the builders write
 them:
 
-* timestamps stay the strings `service.web.schemas.iso` writes (`Timestamp`: documented as
+* timestamps stay the strings `service.web.builders.iso` writes (`Timestamp`: documented as
   ``date-time``; a ``datetime`` field would re-format them);
 * a setting that may be an integer or a float is a `Number` (a ``float`` field would turn ``0``
   into ``0.0``).
