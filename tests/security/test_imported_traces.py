@@ -21,8 +21,8 @@ from schedules_db.values import NewRecord
 from service.worker.runner import WorkerContext, run_job
 from tests.conftest import host_store
 from tests.security.payloads import probe_module, probe_trace
+from tests.service.deployment import Deployment
 from tests.service.rows import row_counts
-from tests.service.test_auth import Deployment
 from tuning.hardware.targets import resolve_target
 from tuning.publish.interchange import encode_record_line, encode_workload_line
 from tuning.search.traces import plain_json, trace_to_text

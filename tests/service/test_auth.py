@@ -1,86 +1,22 @@
-"""Auth and per-identity quotas over a real uvicorn server (SQLite store): the scope matrix,
-generated from the route table, token states, ownership, admin-only requests, limits, and the
-client CLI's token (the token CLI and `serve`'s refusal: test_token_cli.py)."""
+"""Auth over a real uvicorn server (SQLite store): the scope matrix, generated from the route
+table, token states, ownership, admin-only requests, and the client CLI's token (per-identity
+limits: test_identity_limits.py; the token CLI and `serve`'s refusal: test_token_cli.py)."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from sqlalchemy import update
 
-from schedules_db import Store, make_engine, upgrade_schema
 from schedules_db.tables import ApiTokenRow
-from schedules_db.tokens import TokenStore
-from service.entry.app import create_app
 from service.entry.cli import main
-from service.shared.settings import Settings
 from service.web.auth import Access, route_table
-from tests.conftest import TINY, ServerThread
-
-PREFIX = "/api/v1"
-# The matrix's columns: who asks, with which granted scopes ("anonymous": no token).
-WHO = {
-    "anonymous": None,
-    "read": ("reader", ["read"]),
-    "submit": ("alice", ["submit"]),  # owns the jobs the matrix acts on
-    "submit-code": ("carol", ["submit-code"]),
-    "admin": ("root", ["admin"]),
-    "other-submit": ("bob", ["submit"]),
-}
-
-
-def _job(trials: int = 8, **extra: Any) -> dict[str, Any]:
-    return {"operator": {"name": "matmul", "params": dict(TINY)}, "trials": trials, **extra}
-
-
-class Deployment:
-    """A server over its own SQLite store, with one token per `WHO` column and a worker
-    registered for the host target (so that non-admins may submit to it)."""
-
-    def __init__(self, root: Path, **settings: Any) -> None:
-        self.settings = Settings(data_dir=root, **settings)
-        engine = make_engine(self.settings.store_url)
-        upgrade_schema(engine)
-        self.engine, self.tokens, self.store = engine, TokenStore(engine), Store(engine)
-        self.app = create_app(self.settings, run_reaper=False)
-        self.server = ServerThread(self.app)
-        self.token: dict[str, str] = {}
-        for column, spec in WHO.items():
-            if spec:
-                self.token[column], _ = self.tokens.create(spec[0], spec[1])
-
-    def __enter__(self) -> Deployment:
-        self.server.__enter__()
-        self.http = httpx.Client(base_url=self.server.url + PREFIX, timeout=120)
-        host = self.post("admin", "/jobs", _job(trials=1, priority=-100))
-        assert host.status_code == 201, host.text
-        self.store.fleet.register("w1", "h", 1, [self._target_id(host.json())], {})
-        return self
-
-    def _target_id(self, job: dict[str, Any]) -> int:
-        return self.store.catalog.find_target(job["target"]["key"]).id
-
-    def __exit__(self, *exc: object) -> None:
-        self.http.close()
-        self.server.__exit__(*exc)
-        self.engine.dispose()
-
-    def headers(self, who: str) -> dict[str, str]:
-        token = self.token.get(who)
-        return {"Authorization": f"Bearer {token}"} if token else {}
-
-    def get(self, who: str, path: str, **kw: Any) -> httpx.Response:
-        return self.http.get(path, headers=self.headers(who), **kw)
-
-    def post(self, who: str, path: str, body: Any = None, **kw: Any) -> httpx.Response:
-        return self.http.post(path, json=body, headers=self.headers(who), **kw)
+from tests.service.deployment import PREFIX, WHO, Deployment, job_body
 
 
 @pytest.fixture(scope="module")
@@ -109,7 +45,7 @@ class Sample:
 
 SAMPLES = {
     ("GET", "/api/v1/jobs"): Sample(200),
-    ("POST", "/api/v1/jobs"): Sample(201, body=_job()),
+    ("POST", "/api/v1/jobs"): Sample(201, body=job_body()),
     ("GET", "/api/v1/jobs/{job_id}"): Sample(200, path={"job_id": "job"}),
     ("POST", "/api/v1/jobs/{job_id}/cancel"): Sample(
         200, path={"job_id": "job"}, override={"submit-code": 403, "other-submit": 403}
@@ -151,8 +87,8 @@ BODY_RULES = {
         None,
         403,
     ),
-    "priority 5": (_job(priority=5), "admin", 201, 403),
-    "unregistered target": (_job(target=UNREGISTERED), "admin", 201, 422),
+    "priority 5": (job_body(priority=5), "admin", 201, 403),
+    "unregistered target": (job_body(target=UNREGISTERED), "admin", 201, 422),
 }
 
 
@@ -193,8 +129,8 @@ def test_scope_matrix(deployment: Deployment) -> None:
     """Every /api/v1 route x {anonymous, read, submit, submit-code, admin, another identity's
     submit} gets the status its rule (and the route's own ownership rule) says."""
     d = deployment
-    job = d.post("submit", "/jobs", _job()).json()
-    done = d.post("submit", "/jobs", _job())
+    job = d.post("submit", "/jobs", job_body()).json()
+    done = d.post("submit", "/jobs", job_body())
     assert done.status_code == 201
     d.post("submit", f"/jobs/{done.json()['id']}/cancel")
     ids = {"job": job["id"], "done": done.json()["id"], "none": 987654}
@@ -240,7 +176,7 @@ def _render(table: dict[tuple[str, str, str], int]) -> str:
 
 def test_anonymous_reads_when_the_operator_allows_them(tmp_path: Path) -> None:
     with Deployment(tmp_path, auth=True, anonymous_reads=True, write_rate_per_s=0) as d:
-        job = d.post("submit", "/jobs", _job()).json()
+        job = d.post("submit", "/jobs", job_body()).json()
         d.post("submit", f"/jobs/{job['id']}/cancel")
         ids = {"job": job["id"], "done": job["id"], "none": 987654}
         ids["workload"] = job["workload"]["id"]
@@ -274,7 +210,7 @@ def test_missing_unknown_expired_and_revoked_tokens_are_401(tmp_path: Path) -> N
             headers = {"Authorization": header} if header else {}
             for response in (
                 d.http.get("/jobs", headers=headers),
-                d.http.post("/jobs", json=_job(), headers=headers),
+                d.http.post("/jobs", json=job_body(), headers=headers),
             ):
                 assert response.status_code == 401, (header, response.text)
                 assert response.json()["type"] == kind
@@ -312,7 +248,7 @@ def test_me_says_who_the_token_is(deployment: Deployment) -> None:
 
 # ---------------------------------------------------------------- rules in the body
 def test_the_job_is_the_tokens_identity_whatever_the_body_says(deployment: Deployment) -> None:
-    response = deployment.post("submit", "/jobs", _job(submitted_by="mallory"))
+    response = deployment.post("submit", "/jobs", job_body(submitted_by="mallory"))
     assert response.status_code == 201
     assert response.json()["submitted_by"] == "alice"
     assert deployment.get("read", f"/jobs/{response.json()['id']}").json()["submitted_by"] == (
@@ -321,7 +257,7 @@ def test_the_job_is_the_tokens_identity_whatever_the_body_says(deployment: Deplo
 
 
 def test_cancelling_another_identitys_job_is_403(deployment: Deployment) -> None:
-    job = deployment.post("submit", "/jobs", _job()).json()
+    job = deployment.post("submit", "/jobs", job_body()).json()
     response = deployment.post("other-submit", f"/jobs/{job['id']}/cancel")
     assert response.status_code == 403 and response.json()["type"] == "not_owner"
     assert deployment.get("read", f"/jobs/{job['id']}").json()["state"] == "queued"
@@ -330,12 +266,12 @@ def test_cancelling_another_identitys_job_is_403(deployment: Deployment) -> None
 
 def test_priority_above_zero_needs_admin(deployment: Deployment) -> None:
     for who in ("submit", "submit-code"):
-        response = deployment.post(who, "/jobs", _job(priority=5))
+        response = deployment.post(who, "/jobs", job_body(priority=5))
         assert response.status_code == 403, response.text
         assert response.json()["loc"] == ["body", "priority"]
         assert response.json()["scope"] == "admin"
-    assert deployment.post("submit", "/jobs", _job(priority=-5)).status_code == 201
-    response = deployment.post("admin", "/jobs", _job(priority=5))
+    assert deployment.post("submit", "/jobs", job_body(priority=-5)).status_code == 201
+    response = deployment.post("admin", "/jobs", job_body(priority=5))
     assert response.status_code == 201 and response.json()["priority"] == 5
 
 
@@ -382,57 +318,16 @@ def test_a_build_without_submit_code_warns_and_builds_with_what_is_there(
 
 def test_a_target_no_worker_registered_needs_admin(deployment: Deployment) -> None:
     target = {"kind": "llvm", "num-cores": 2}
-    response = deployment.post("submit", "/jobs", _job(target=target))
+    response = deployment.post("submit", "/jobs", job_body(target=target))
     assert response.status_code == 422, response.text
     (error,) = response.json()["detail"]
     assert error["loc"] == ["body", "target"] and error["type"] == "unknown_target"
     host_label = deployment.get("read", "/targets").json()["host"]["label"]
     assert host_label in error["msg"] and error["input"] == [host_label]
-    admin = deployment.post("admin", "/jobs", _job(target=target))
+    admin = deployment.post("admin", "/jobs", job_body(target=target))
     assert admin.status_code == 201, admin.text
     # created by the admin's job, but still no worker has it: others still get the 422
-    assert deployment.post("submit", "/jobs", _job(target=target)).status_code == 422
-
-
-# ---------------------------------------------------------------- limits
-def test_write_rate_limit_is_a_429_with_retry_after_and_spares_reads(tmp_path: Path) -> None:
-    with Deployment(tmp_path, auth=True, write_rate_per_s=0.5, write_burst=3) as d:
-        # the deployment's own set-up spent one of root's writes; alice has her own bucket
-        statuses = [d.post("submit", "/jobs/987654/cancel").status_code for _ in range(4)]
-        assert statuses == [404, 404, 404, 429]
-        limited = d.post("submit", "/jobs", _job())
-        assert limited.status_code == 429 and limited.json()["type"] == "rate_limited"
-        assert 1 <= int(limited.headers["retry-after"]) <= 2
-        assert limited.json()["retry_after_s"] == int(limited.headers["retry-after"])
-        assert d.post("other-submit", "/jobs", _job()).status_code == 201  # per identity
-        assert all(d.get("submit", "/jobs").status_code == 200 for _ in range(20))  # reads
-        time.sleep(2.1)  # one token back at 0.5/s
-        assert d.post("submit", "/jobs", _job()).status_code == 201
-
-
-def test_queued_jobs_per_identity_are_capped(tmp_path: Path) -> None:
-    with Deployment(tmp_path, auth=True, write_rate_per_s=0, max_active_jobs=2) as d:
-        first = d.post("submit", "/jobs", _job()).json()
-        assert d.post("submit", "/jobs", _job()).status_code == 201
-        capped = d.post("submit", "/jobs", _job())
-        assert capped.status_code == 429 and capped.json()["type"] == "too_many_jobs"
-        assert int(capped.headers["retry-after"]) >= 1
-        assert d.post("other-submit", "/jobs", _job()).status_code == 201
-        d.post("submit", f"/jobs/{first['id']}/cancel")
-        assert d.post("submit", "/jobs", _job()).status_code == 201
-
-
-def test_with_auth_off_everyone_is_local_and_limits_count_per_address(tmp_path: Path) -> None:
-    with Deployment(tmp_path, write_rate_per_s=0.01, write_burst=3) as d:
-        me = d.get("anonymous", "/me").json()
-        assert me["identity"] == "local" and me["auth"] is False
-        assert me["scopes"] == ["read", "submit", "submit-code", "admin"]
-        bogus = {"Authorization": "Bearer whatever"}  # ignored: there is no auth
-        job = d.http.post("/jobs", json=_job(submitted_by="x"), headers=bogus)
-        assert job.status_code == 201 and job.json()["submitted_by"] == "local"
-        # set-up + this job spent 2 of the address's 3; tokens of any name share the bucket
-        assert d.post("other-submit", "/jobs/987654/cancel").status_code == 404
-        assert d.post("submit", "/jobs/987654/cancel").status_code == 429
+    assert deployment.post("submit", "/jobs", job_body(target=target)).status_code == 422
 
 
 def test_openapi_documents_the_auth_and_limit_statuses(deployment: Deployment) -> None:
@@ -454,7 +349,7 @@ def test_cli_and_client_send_the_token(
     monkeypatch.setenv("TUNEHUB_TOKEN", deployment.token["admin"])
     assert main(["whoami", "--server", url]) == 0
     assert capsys.readouterr().out.startswith("root: read, submit, submit-code, admin")
-    job = deployment.post("submit", "/jobs", _job()).json()
+    job = deployment.post("submit", "/jobs", job_body()).json()
     argv = ["cancel", str(job["id"]), "--server", url, "--token", deployment.token["other-submit"]]
     assert main(argv) == 2
     assert "HTTP 403" in capsys.readouterr().err
