@@ -212,18 +212,28 @@ def test_api_restart_mid_job_and_cancel_on_rabbitmq(pg_database: str, tmp_path: 
             done = [e["progress"]["trials_done"] for e in seen]
             assert done == sorted(done) and max(done) >= 4
 
-            # Cancel mid-job on RabbitMQ. The plain space keeps a 256^3 matmul far from its
-            # roofline, so the search is still running when the cancel comes (a small matmul
-            # reaches 85% of it within a batch on a fast host and stops by itself).
+            # Cancel mid-job on RabbitMQ. The cancel must land before the search can end by
+            # itself: a search whose batch reaches 85% of the roofline stops and succeeds, and
+            # a plain 256^3 matmul did so in its first batch on a fast host. So the worker is
+            # frozen (SIGSTOP) once it runs the job and before its first batch reports; the
+            # cancel comes; thawed, the worker checks for a cancel before the roofline.
             long_job = client.submit(
                 "matmul", {"M": 256, "N": 256, "K": 256}, "host", 400, space="plain"
             )
             wait_until(
-                lambda: client.job(long_job["id"])["progress"]["trials_done"] >= 4,
+                lambda: client.job(long_job["id"])["state"] == "running",
                 300,
                 worker_log,
+                poll_s=0.05,
             )
-            assert cli(["cancel", str(long_job["id"]), "--server", url], env).returncode == 0
+            os.killpg(worker.pid, signal.SIGSTOP)
+            try:
+                frozen = client.job(long_job["id"])["progress"]["trials_done"]
+                assert frozen == 0, "the first batch reported before the worker was frozen"
+                cancel = cli(["cancel", str(long_job["id"]), "--server", url], env)
+                assert cancel.returncode == 0, cancel.stderr
+            finally:
+                os.killpg(worker.pid, signal.SIGCONT)
             watched = cli(["watch", str(long_job["id"]), "--server", url], env, timeout_s=120)
             assert watched.returncode == 1 and "cancelled" in watched.stderr
             cancelled = client.job(long_job["id"])
