@@ -52,7 +52,7 @@ def share_of_peak(gflops: float | None, peak: float | None) -> float | None:
     kernel reached, `service.worker.verification`); None without either."""
     if not gflops or not peak:
         return None
-    return min(100.0, 100.0 * gflops / peak)
+    return min(100.0, 100.0 * (gflops / peak))  # the ratio first: 1.0 exactly at the peak
 
 
 def params(values: dict[str, Any]) -> str:
