@@ -251,10 +251,10 @@ def main() -> int:
     from tuning.catalog.workload import catalog_workload
     from tuning.hardware.targets import resolve_target
     from tuning.hardware.threads import pin_runtime_threads
+    from tuning.hardware.vectors import vector_bits
     from tuning.ir import arg_specs
+    from tuning.measure.timing import run_module
     from tuning.publish.packing import PackedParam
-    from tuning.publish.verify import run_module
-    from tuning.search.spaces import vector_bits
 
     host = resolve_target("host")
     cores = int(host.canonical.get("num-cores", os.cpu_count() or 1))

@@ -44,8 +44,8 @@ def plain_tune_tir(mod, target, trials: int, per_iter: int, seed: int, work: Pat
     exporting its best, best measured us, library path, warm-up s)."""
     from tvm.s_tir import meta_schedule as ms
 
-    from tuning.hardware.devices import Measurer
     from tuning.hardware.host import physical_cores
+    from tuning.measure.devices import Measurer
     from tuning.publish.verify import build_library
     from tuning.search.builder import make_builder
     from tuning.search.loop import batch_size

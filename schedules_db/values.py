@@ -226,7 +226,7 @@ class NewRecord:
     """A measured candidate as the MetaSchedule adapter (or an import) hands it to the store.
 
     ``failed`` (keyword only) says whether the candidate failed to build or run: whoever builds
-    the record decides it (`tuning.search.traces.run_failed`); the store knows no marker. A
+    the record decides it (`tuning.traces.run_failed`); the store knows no marker. A
     failed record is stored with ``mean_run_us`` NULL."""
 
     trace_json: str

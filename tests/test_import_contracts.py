@@ -28,7 +28,7 @@ PIPELINE = "tuning.models.pipeline"
 FAST_MATH = "tuning.models.fast_math"  # the pipeline's rewrite of exp, erf, tanh, GELU: TVM only
 # What a process checks before it loads a library or replays a trace (the worker and a build
 # alike): standard library only, so the light client runs the same checks.
-CHECKS = ("tuning.publish.library_check", "tuning.search.trace_gate")
+CHECKS = ("tuning.checks.library_check", "tuning.checks.trace_gate")
 LIGHT = (
     "httpx", "tvm", "tvm_ffi", "schedule_reads", "service.client", PIPELINE, FAST_MATH,
     "tuning.ir", *CHECKS
@@ -96,6 +96,26 @@ ROLES = {
     "service.shared": "what the API side and the worker share",
     "service.client": "the light client",
 }
+# `tuning` by stage, bottom floor first: a folder may import itself and the floors below it,
+# never a folder beside it or above (function-level imports included).
+TUNING_FLOORS = (
+    ("tuning.ir", "tuning.traces"),  # IRModule helpers; traces as the store keeps them
+    ("tuning.checks", "tuning.hardware"),  # what every stage checks; the machine and its targets
+    ("tuning.catalog", "tuning.models"),  # the operators; whole models and their pipeline
+    ("tuning.jail",),  # the isolation machinery, and nothing it runs
+    ("tuning.publish",),  # verification, packed layouts, the interchange format
+    ("tuning.measure",),  # where kernels run and how they are timed
+    ("tuning.search",),  # MetaSchedule's search with tunehub's spaces, seeds and cost model
+    ("tuning.untrusted",),  # user input handled in the jail: its requests and their callers
+)
+# The only function-level imports from one `tuning` module of another, each with its reason: a
+# deferral never dodges a cycle (the floors forbid those), it keeps a heavy import off a path.
+TUNING_DEFERRED = {
+    ("tuning.search.spaces", "tuning.search.channel_vectors"): "TVM, off the API's space names",
+    ("tuning.search.spaces", "tuning.search.micro_kernels"): "TVM, off the API's space names",
+    ("tuning.measure.kernel_child", "tuning.catalog.dtypes"): "numpy, after stdout is moved",
+    ("tuning.untrusted.child", "tuning.untrusted.requests"): "every request, after stdout is moved",
+}
 WORKER_NEVER = (
     "fastapi", "starlette", "service.api", "service.web", "service.dashboard", "service.entry",
     "service.client",
@@ -121,6 +141,16 @@ RULES = (
             "alembic",
         ),
     ),
+    *(
+        Rule(
+            room,
+            f"{room}: only its own folder and the floors below it",
+            never=tuple(r for above in TUNING_FLOORS[level:] for r in above if r != room),
+        )
+        for level, floor in enumerate(TUNING_FLOORS)
+        for room in floor
+    ),
+    Rule("tuning.jail", "the isolation machinery: standard library only", only=("tuning.jail",)),
     Rule(
         PIPELINE,
         "the shared model pipeline: TVM only",
@@ -355,6 +385,23 @@ def test_every_import_obeys_its_package_rule() -> None:
     assert not found, "\n".join(found)
 
 
+def test_every_tuning_folder_stands_on_a_floor() -> None:
+    rooms = {".".join(m.split(".")[:2]) for m in source_modules() if m.startswith("tuning.")}
+    assert rooms == {room for floor in TUNING_FLOORS for room in floor}
+
+
+def test_a_tuning_module_defers_another_only_for_a_heavy_import() -> None:
+    found = [
+        f"{imp.where()} imports {imp.target} inside a function: import it at module level"
+        for imp in all_imports()
+        if imp.function_level
+        and _under(imp.module, ("tuning",))
+        and _under(imp.target, ("tuning",))
+        and (imp.module, imp.target) not in TUNING_DEFERRED
+    ]
+    assert not found, "\n".join(found)
+
+
 def test_no_import_cycles() -> None:
     found = [describe(cycle) for cycle in cycles(internal_graph(all_imports()))]
     assert not found, "\n".join(found)
@@ -377,6 +424,11 @@ def test_service_holds_its_role_packages_and_no_loose_module() -> None:
         ("service.worker.runner", "service.web.auth"),
         ("service.api.jobs", "service.client.http"),  # sideways, into the light client
         ("service.dashboard.pages", "service.entry.app"),
+        ("tuning.hardware.peak", "tuning.search.spaces"),  # the machine up to the search
+        ("tuning.publish.verify", "tuning.measure.kernel_jail"),
+        ("tuning.jail.isolated", "tuning.untrusted.requests"),  # the machinery to what it runs
+        ("tuning.catalog.conv", "tuning.models.inputs"),  # sideways on one floor
+        ("tuning.jail.spawn", "tuning.ir"),  # the jail needs nothing of TVM
     ],
 )
 def test_an_arrow_back_up_is_a_violation(module: str, target: str) -> None:

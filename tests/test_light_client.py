@@ -35,7 +35,7 @@ BLOCKED_LIBRARIES = (
 # Of our packages only these may load: the light client and the CLI's own stdlib-only modules
 # (and the library check every download passes, standard library only too).
 ALLOWED_SERVICE = (
-    "tuning.publish.library_check",
+    "tuning.checks.library_check",
     "service.client",
     "service.entry.cli",
     "service.entry.host_cli",
@@ -87,7 +87,7 @@ def test_the_blocker_refuses_the_server() -> None:
         """
         for name in ("sqlalchemy", "fastapi", "celery", "tvm", "schedules_db", "service.api",
                      "service.entry.app", "service.worker", "service.shared.queue",
-                     "tuning.catalog", "tuning.search", "tuning.sandbox"):
+                     "tuning.catalog", "tuning.search", "tuning.jail"):
             try:
                 __import__(name)
             except ImportError:

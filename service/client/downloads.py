@@ -1,5 +1,5 @@
 """What a downloaded library must pass before the client keeps it where anything could load
-it: `tuning.publish.library_check` (no constructor, indirect function, search path or call
+it: `tuning.checks.library_check` (no constructor, indirect function, search path or call
 beyond TVM's runtime and libm), the same check the worker runs on what it builds. Every
 download of a schedule's or a model's library goes through `check_download`."""
 
@@ -12,7 +12,7 @@ from service.client.errors import UnsafeArtifact
 
 def check_download(path: Path, what: str) -> None:
     """`UnsafeArtifact` (naming ``what``) unless the library at ``path`` passes the check."""
-    from tuning.publish.library_check import UnsafeLibrary, check_library
+    from tuning.checks.library_check import UnsafeLibrary, check_library
 
     try:
         check_library(path)

@@ -64,7 +64,7 @@ class IntegrityError(Exception):
 
 
 class UnsafeArtifact(IntegrityError):
-    """A downloaded library that `tuning.publish.library_check` refuses (it would run code
+    """A downloaded library that `tuning.checks.library_check` refuses (it would run code
     when loaded, or call beyond TVM's runtime and libm): never written where it was asked."""
 
 

@@ -231,7 +231,7 @@ class TunehubClient:
     def download(self, path: str, dest: str | Path, what: str) -> str:
         """Stream the library at ``path`` (under ``/api/v1``) to ``dest`` through a partial
         file, check it against the ``X-Content-SHA256`` the server announced and with
-        `tuning.publish.library_check` (what a process may load), and return that sha256;
+        `tuning.checks.library_check` (what a process may load), and return that sha256;
         `IntegrityError` (naming ``what``) when they differ, `UnsafeArtifact` when the check
         refuses it: nothing is left at ``dest`` then."""
 

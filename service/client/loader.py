@@ -46,7 +46,7 @@ from service.client.thread_pool import (
     pinned_threads,
     threads_for,
 )
-from tuning.publish.library_check import check_library
+from tuning.checks.library_check import check_library
 
 __all__ = [
     "Kernel",

@@ -32,8 +32,8 @@ from service.client.errors import Offline, OfflineWarning, TunehubError, TuneMis
 from service.client.http import TunehubClient
 from service.client.lookup_cache import CachedLookups, LookupCache
 from service.client.reader import RestScheduleReader
+from tuning.checks.trace_gate import UnsafeTrace, check_trace_text
 from tuning.models.pipeline import tuning_pipeline
-from tuning.search.trace_gate import UnsafeTrace, check_trace_text
 
 MAX_TASKS_PER_UPLOAD = 64  # the service's cap on one POST /tasks
 

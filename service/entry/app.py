@@ -45,7 +45,7 @@ from service.web.responses import Health
 from service.web.services import Services, install_services
 from service.web.shared_limits import shared_limits
 from tuning.hardware.host import current_tvm_series
-from tuning.sandbox import set_max_concurrent
+from tuning.jail import set_max_concurrent
 
 log = logging.getLogger("tunehub.api")
 

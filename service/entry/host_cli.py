@@ -53,7 +53,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
         print(f"tunehub: {refusal}", file=sys.stderr)
         return 2
     if args.workers:
-        from tuning.sandbox import unavailable_reason
+        from tuning.jail import unavailable_reason
 
         if reason := unavailable_reason():  # its workers would refuse to start
             print(
@@ -126,7 +126,7 @@ def _exit_on_signal(signum: int, _frame: object) -> None:
 def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     """A worker for the given targets (blocks until stopped). By default it runs supervised: a
     small parent process restarts it if it dies and kills what it left behind."""
-    from tuning.hardware.devices import RpcSpec
+    from tuning.measure.devices import RpcSpec
 
     if refusal := clash_refusal():
         print(f"tunehub: {refusal}", file=sys.stderr)

@@ -92,7 +92,7 @@ class Settings:
     max_job_body_bytes: int = 2**20  # POST /jobs (raw TIR source is at most 256 KiB)
     max_import_body_bytes: int = 64 * 2**20  # POST /import (a MetaSchedule JSON database)
     max_model_body_bytes: int = 256 * 2**20  # POST /models (model uploads)
-    # Isolated parsers of user code (tuning.sandbox) one API process runs at once; a request
+    # Isolated parsers of user code (tuning.jail) one API process runs at once; a request
     # past that gets a 429 with Retry-After. Each takes ~1.5 s of a core and up to 4 GiB.
     max_parses: int = 2
     # Host names the API answers to besides the loopback ones (service.web.allowed_hosts): a

@@ -17,8 +17,8 @@ from pydantic import (
     model_validator,
 )
 
-from tuning.sandbox.user_tasks import MAX_TASK_JSON_BYTES, MAX_UPLOADED_TASKS
-from tuning.sandbox.user_tir import MAX_SOURCE_BYTES
+from tuning.untrusted.user_tasks import MAX_TASK_JSON_BYTES, MAX_UPLOADED_TASKS
+from tuning.untrusted.user_tir import MAX_SOURCE_BYTES
 
 # Path and query ids: the store's id columns are INTEGER, 32-bit on PostgreSQL (which refuses
 # to compare one with 2^31: a 500) and 64-bit on SQLite (which cannot bind 2^63), so an id

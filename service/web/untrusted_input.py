@@ -14,11 +14,11 @@ from service.web.errors import invalid
 from service.web.quotas import too_many
 from service.web.refusals import Refusal, refusal_schema
 from service.web.shared_limits import ParseGate
+from tuning.jail import SandboxBusy, SandboxUnavailable, holding_slot
 from tuning.models.inputs import ModelInput
-from tuning.sandbox import SandboxBusy, SandboxUnavailable, holding_slot
-from tuning.sandbox.user_model import ModelRejected, ParsedModel, ParsedTask, parse_model
-from tuning.sandbox.user_tasks import TaskSource, parse_tasks
-from tuning.sandbox.user_tir import ParsedTir, TirRejected, parse_untrusted
+from tuning.untrusted.user_model import ModelRejected, ParsedModel, ParsedTask, parse_model
+from tuning.untrusted.user_tasks import TaskSource, parse_tasks
+from tuning.untrusted.user_tir import ParsedTir, TirRejected, parse_untrusted
 
 # What a route that parses user code may answer besides its own statuses (429 is auth's).
 ISOLATION_RESPONSES: dict[int | str, dict[str, Any]] = {

@@ -18,12 +18,12 @@ from service.shared.targets import find_named_target, record_target, resolve_nam
 from service.worker.runner import WorkerContext
 from service.worker.task import register_tune_task
 from tuning.hardware.bandwidth import target_bandwidth
-from tuning.hardware.devices import RpcSpec
 from tuning.hardware.host import current_tvm_series, host_fingerprint
 from tuning.hardware.intrinsics import load_tensor_intrinsics
 from tuning.hardware.peak import target_peak_gflops
 from tuning.hardware.threads import pin_runtime_threads, target_threads
-from tuning.sandbox import unavailable_reason
+from tuning.jail import unavailable_reason
+from tuning.measure.devices import RpcSpec
 
 log = logging.getLogger("tunehub.worker")
 
@@ -65,13 +65,13 @@ def run_worker(
 
     The worker records its targets in the store, registers itself (hostname, pid, targets,
     hardware fingerprint) with a heartbeat, and consumes its targets' queues. With ``rpc`` (a
-    `tuning.hardware.devices.RpcSpec`) it builds here and measures on the device behind the tracker.
+    `tuning.measure.devices.RpcSpec`) it builds here and measures on the device behind the tracker.
 
     TVM and the tensor intrinsics its targets need are loaded here, once, before the first job
     (see `tuning.hardware.intrinsics`: ~1 s for CPU targets, ~30 s when the CUDA set is needed).
 
     A worker that measures on this machine runs every candidate in a jail
-    (`tuning.sandbox.kernel_jail`): where isolation cannot be built (not root, no ``unshare``,
+    (`tuning.measure.kernel_jail`): where isolation cannot be built (not root, no ``unshare``,
     a seccomp profile that forbids namespaces) it refuses to start (`SystemExit`), before it
     touches the store or the broker.
     """

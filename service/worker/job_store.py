@@ -17,10 +17,10 @@ from schedules_db.store import Store
 from schedules_db.values import USER, Job, NewSchedule, Target, Workload
 from tuning.catalog import get_operator
 from tuning.catalog.workload import catalog_workload
+from tuning.checks.tir_checks import check_user_function
 from tuning.hardware.roofline import roofline_us
 from tuning.ir import bytes_moved, load_mod
-from tuning.sandbox.tir_checks import check_user_function
-from tuning.sandbox.user_tir import check_stored
+from tuning.untrusted.user_tir import check_stored
 
 log = logging.getLogger("tunehub.worker")
 

@@ -2,7 +2,7 @@
 
 A worker claims the compile of a ready model on its targets (`Models.claim_compile`), reads the
 verified best of every task on the model's target, and hands the uploaded file and those
-records to an isolated child (`tuning.sandbox.user_model.compile_model`: the model is user
+records to an isolated child (`tuning.untrusted.user_model.compile_model`: the model is user
 input, parsed and run only in the jail), which builds it untuned and tuned with the same
 pipeline the tasks were extracted with, checks both agree on the same inputs, times both and
 exports the tuned Relax VM library. The worker then stores the library in the artifact
@@ -30,9 +30,9 @@ from schedules_db.blobs import BlobStore
 from schedules_db.store import Store
 from schedules_db.values import ModelJob, PublishedModel
 from service.worker.model_budget import spend_reserve
+from tuning.jail import SandboxBusy
 from tuning.models.inputs import ModelInput
-from tuning.sandbox import SandboxBusy
-from tuning.sandbox.user_model import compile_model
+from tuning.untrusted.user_model import compile_model
 
 log = logging.getLogger("tunehub.worker")
 

@@ -21,11 +21,11 @@ from schedules_db.store import Store
 from schedules_db.values import USER, NeighbourAnswer
 from service.worker.job_store import JobInputs
 from service.worker.verification import Reference
-from tuning.hardware.devices import Measurer
+from tuning.jail import SandboxUnavailable
+from tuning.measure.devices import Measurer
 from tuning.publish.packing import split_packed
 from tuning.publish.verify import apply_trace, build_library
-from tuning.sandbox import SandboxUnavailable
-from tuning.sandbox.user_tir import TirRejected, check_stored
+from tuning.untrusted.user_tir import TirRejected, check_stored
 
 log = logging.getLogger("tunehub.worker")
 

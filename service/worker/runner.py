@@ -34,8 +34,8 @@ from service.worker.model_compile import compile_ready_models
 from service.worker.neighbour_check import supersede_answers, verify_neighbour_answers
 from service.worker.search_job import search
 from service.worker.verification import verify_and_publish
-from tuning.hardware.devices import Measurer, RpcSpec
 from tuning.hardware.threads import target_threads
+from tuning.measure.devices import Measurer, RpcSpec
 from tuning.search.loop import SearchCancelled
 
 log = logging.getLogger("tunehub.worker")

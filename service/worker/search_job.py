@@ -29,11 +29,11 @@ from service.worker.job_store import JobInputs, LostOwnership, OwnedJob
 from service.worker.search_storage import StoreSearchStorage, stored_workload
 from service.worker.store_database import StoreDatabase
 from tuning.catalog import get_operator
-from tuning.hardware.devices import Measurer
 from tuning.hardware.host import physical_cores
 from tuning.hardware.intrinsics import load_tensor_intrinsics
 from tuning.hardware.roofline import AT_ROOFLINE, at_roofline
 from tuning.ir import layout_free_operands, structural_hash
+from tuning.measure.devices import Measurer
 from tuning.search.loop import BatchReport, SearchCancelled, run_search
 from tuning.search.seeding import neighbour_seeds
 from tuning.search.spaces import space_generator, space_module

@@ -3,8 +3,8 @@
 MetaSchedule's own queries ignore the target, so the adapter is created per target: every record
 it commits is stored under (workload, that target), and every query answers from that target's
 records only. Failed candidates (``run_secs == [FAILED_RUN_SECS]``, see
-`tuning.search.traces`) are stored but never returned as top-k, and neither is a record whose
-trace `tuning.search.trace_gate` refuses (an import's, say): MetaSchedule replays them. A
+`tuning.traces`) are stored but never returned as top-k, and neither is a record whose
+trace `tuning.checks.trace_gate` refuses (an import's, say): MetaSchedule replays them. A
 re-measurement of a trace already stored for the (workload, target) adds no row; `is_stored`
 says so beforehand (it is the search's `tuning.search.storage.StoredTraces`).
 """
@@ -23,8 +23,8 @@ from tvm.s_tir.meta_schedule.database import PyDatabase, TuningRecord, Workload
 
 from schedules_db.store import Store
 from schedules_db.values import NewRecord, Record
-from tuning.search.trace_gate import UnsafeTrace, check_trace_text
-from tuning.search.traces import (
+from tuning.checks.trace_gate import UnsafeTrace, check_trace_text
+from tuning.traces import (
     FAILED_RUN_SECS,
     plain_json,
     run_failed,

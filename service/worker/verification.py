@@ -30,21 +30,21 @@ from schedules_db.values import NewSchedule, Record, Workload
 from service.worker.job_store import JobInputs, OwnedJob
 from tuning.catalog import get_operator
 from tuning.catalog.dtypes import random_operand, summed_tolerance, widen_tolerance
-from tuning.hardware.devices import KernelSession, Measurer
+from tuning.checks.library_check import UnsafeLibrary
+from tuning.checks.trace_gate import UnsafeTrace
 from tuning.hardware.host import current_tvm_series
 from tuning.ir import arg_specs, reduction_length
+from tuning.measure.devices import KernelSession, Measurer
+from tuning.measure.kernel_jail import KernelRunFailed
+from tuning.measure.timing import Timing, quiet_timing
 from tuning.publish.packing import PackedParam, split_packed
-from tuning.publish.verify import (
-    CANDIDATE_FAILURES,
-    Timing,
-    VerificationError,
-    apply_trace,
-    build_library,
-    check_close,
-    quiet_timing,
-)
+from tuning.publish.verify import VerificationError, apply_trace, build_library, check_close
 
 log = logging.getLogger("tunehub.worker")
+
+# What fails one candidate (and not the job): a wrong output, a trace the gate refuses, a
+# library the check refuses, a kernel that crashes or hangs the jailed runner.
+CANDIDATE_FAILURES = (VerificationError, UnsafeTrace, UnsafeLibrary, KernelRunFailed)
 
 VERIFY_CANDIDATES = 5  # how many of the fastest records to try before giving up
 

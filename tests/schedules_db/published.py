@@ -19,11 +19,11 @@ TVM_VERSION = "0.27.0"
 def artifact_blob(operator: str, size: int) -> bytes:
     """The artifact `publish` stores for ``operator`` at ``size``: a real kernel library
     (B = A * size over 4 floats), one per key, that passes the check every client runs before
-    it loads a download (`tuning.publish.library_check`)."""
+    it loads a download (`tuning.checks.library_check`)."""
     import tvm
     from tvm import te
 
-    from tuning.publish.library_check import export_library
+    from tuning.checks.library_check import export_library
 
     a = te.placeholder((4,), "float32", name="A")
     b = te.compute((4,), lambda i: a[i] * float(size), name=f"B_{operator}")

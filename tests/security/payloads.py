@@ -46,7 +46,7 @@ def annotated_trace(key: str, value: str) -> list[Any]:
     """The plain-JSON trace that annotates `probe_module`'s loop with ``key`` = ``value``."""
     from tvm.s_tir.schedule import Schedule
 
-    from tuning.search.traces import plain_json
+    from tuning.traces import plain_json
 
     sch = Schedule(probe_module())
     (loop,) = sch.get_loops(sch.get_sblock("B"))

@@ -25,7 +25,7 @@ from tests.service.deployment import Deployment
 from tests.service.rows import row_counts
 from tuning.hardware.targets import resolve_target
 from tuning.publish.interchange import encode_record_line, encode_workload_line
-from tuning.search.traces import plain_json, trace_to_text
+from tuning.traces import plain_json, trace_to_text
 
 
 def _args_info(mod: Any) -> list[Any]:

@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tuning.publish.library_check import UnsafeLibrary
+from tuning.checks.library_check import UnsafeLibrary
+from tuning.measure.kernel_jail import KernelJail, KernelRunFailed
 from tuning.publish.verify import build_library
-from tuning.sandbox.kernel_jail import KernelJail, KernelRunFailed
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.security.payloads import probe_library, probe_module
-from tuning.publish.library_check import (
+from tuning.checks.library_check import (
     LINK_OPTIONS,
     UnsafeLibrary,
     check_library,

@@ -23,8 +23,8 @@ from service.entry.app import create_app
 from service.shared.settings import Settings
 from tests.conftest import ServerThread
 from tests.security.payloads import probe_module
-from tuning.sandbox.runner import _collect
-from tuning.sandbox.spawn import Limits, new_uid
+from tuning.jail.isolated import _collect
+from tuning.jail.spawn import Limits, new_uid
 
 
 @pytest.fixture(scope="module")

@@ -282,8 +282,8 @@ def test_a_compile_that_finds_every_isolated_slot_busy_is_retried_not_failed(
 ) -> None:
     import threading
 
-    from tuning.sandbox import holding_slot, set_max_concurrent
-    from tuning.sandbox.runner import SandboxBusy
+    from tuning.jail import holding_slot, set_max_concurrent
+    from tuning.jail.isolated import SandboxBusy
 
     created = service.client.post("/api/v1/models", json=_body(tiny_cnn())).json()
     assert created["progress"]["tasks_cache_hit"] == created["progress"]["tasks"]

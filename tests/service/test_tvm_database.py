@@ -29,7 +29,8 @@ from tuning.catalog import get_operator
 from tuning.catalog.workload import WorkloadSpec, catalog_workload
 from tuning.hardware.host import current_tvm_series
 from tuning.hardware.targets import resolve_target
-from tuning.publish.verify import compile_to_library, run_module
+from tuning.measure.timing import run_module
+from tuning.publish.verify import compile_to_library
 
 
 def _tuned_settings(tuned_store: dict, tmp_path: Path) -> tuple[Settings, WorkloadSpec]:

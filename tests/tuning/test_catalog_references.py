@@ -12,7 +12,8 @@ from tuning.catalog import get_operator, list_operators
 from tuning.catalog.workload import catalog_workload
 from tuning.hardware.targets import resolve_target
 from tuning.ir import arg_specs
-from tuning.publish.verify import check_close, compile_to_library, run_module
+from tuning.measure.timing import run_module
+from tuning.publish.verify import check_close, compile_to_library
 
 SEED_FLOOR = {
     "add",

@@ -19,8 +19,9 @@ from tuning.catalog import get_operator
 from tuning.catalog.workload import catalog_workload
 from tuning.hardware.targets import resolve_target
 from tuning.ir import arg_specs
+from tuning.measure.timing import run_module
 from tuning.publish.packing import PackedParam
-from tuning.publish.verify import check_close, run_module
+from tuning.publish.verify import check_close
 from tuning.search.spaces import resolve_space
 
 TRIALS = 2

@@ -22,7 +22,7 @@ from tuning.hardware.host import host_target_spec
 from tuning.models.frontends import relax_module
 from tuning.models.inputs import ModelInput
 from tuning.models.pipeline import compile_with, tuning_pipeline
-from tuning.sandbox.user_model import ModelRejected, compile_model
+from tuning.untrusted.user_model import ModelRejected, compile_model
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
 from transformer_block import encoder_layer  # noqa: E402

@@ -8,13 +8,13 @@ import pytest
 
 from tests.tuning.test_spaces import _library_matches_numpy
 from tests.tuning.test_tile_seeds import _packed_context, _scheduled
+from tuning.checks.trace_gate import check_trace
 from tuning.ir import structural_hash
 from tuning.publish.packing import split_packed
 from tuning.search.micro_kernels import UNROLL_MAX, elementwise_consumers, matmul_axes
 from tuning.search.pointwise_conv import PointwiseConv, pointwise_conv
 from tuning.search.tile_seeds import k_tiles, micro_kernel_seeds
-from tuning.search.trace_gate import check_trace
-from tuning.search.traces import plain_json
+from tuning.traces import plain_json
 
 
 def _block(mod):  # noqa: ANN001, ANN202

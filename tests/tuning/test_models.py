@@ -27,11 +27,12 @@ from tests.tuning.model_cases import (
 )
 from tuning.hardware.host import host_target_spec
 from tuning.ir import structural_hash
+from tuning.jail import Limits
 from tuning.models.frontends import relax_module
 from tuning.models.inputs import ModelInput
 from tuning.models.pipeline import ModelTask, extract, tuning_pipeline
-from tuning.sandbox import Limits, run_isolated
-from tuning.sandbox.user_model import (
+from tuning.untrusted.ask import ask
+from tuning.untrusted.user_model import (
     ModelRejected,
     check_relax_syntax,
     compile_model,
@@ -83,7 +84,7 @@ def test_a_forged_first_answer_is_caught_by_the_second_child(
 ) -> None:
     """A first child that lies about a task's hash (as one the model took over could) is
     caught: the second child re-derives every task from its JSON and must agree."""
-    real = run_isolated
+    real = ask
 
     def lying(task: str, payload: dict[str, Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
         answer = real(task, payload, *args, **kwargs)
@@ -91,7 +92,7 @@ def test_a_forged_first_answer_is_caught_by_the_second_child(
             answer["tasks"][0]["shash"] = "1234"
         return answer
 
-    monkeypatch.setattr("tuning.sandbox.user_model.run_isolated", lying)
+    monkeypatch.setattr("tuning.untrusted.user_model.ask", lying)
     with pytest.raises(ModelRejected, match="does not re-derive to the same function"):
         parse_model("onnx", tiny_cnn().SerializeToString(), TINY, target)
 
@@ -210,7 +211,7 @@ def test_the_jail_refuses_what_the_syntax_filter_lets_through(
 ) -> None:
     """With the parent's filter off, the child still refuses a PrimFunc that writes out of
     bounds and a Relax call of something other than the module's functions."""
-    monkeypatch.setattr("tuning.sandbox.user_model.check_relax_syntax", lambda text: text)
+    monkeypatch.setattr("tuning.untrusted.user_model.check_relax_syntax", lambda text: text)
     out_of_bounds = """
 @I.ir_module
 class Module:
@@ -257,7 +258,7 @@ attempt("overfill_tmp", lambda: write("/tmp/big", 3 << 20))
 """
     out = tmp_path / "out"
     limits = Limits(file_size=1 << 20, tmp_bytes=2 << 20)
-    answer = run_isolated("parse", {"format": "tvmscript", "source": reporting(code)}, limits,
+    answer = ask("parse", {"format": "tvmscript", "source": reporting(code)}, limits,
                           output_dir=out, output_files=("model.so",))  # fmt: skip
     results = report_of(answer["error"])
     assert results == {
@@ -312,7 +313,7 @@ def _sampled_record(task: ModelTask, target: dict[str, Any]) -> dict[str, Any]:
     from tvm.s_tir.meta_schedule.database import TuningRecord, Workload
 
     from tuning.search.spaces import PACKED, space_generator
-    from tuning.search.traces import plain_json, trace_to_text
+    from tuning.traces import plain_json, trace_to_text
 
     tvm_target = tvm.target.Target(target)
     context = TuneContext(

@@ -149,7 +149,7 @@ def test_the_plain_function_is_served_when_no_candidate_beats_it(tmp_path: Path)
     is what gets published."""
     from tvm.s_tir.schedule import Schedule
 
-    from tuning.search.traces import trace_to_text
+    from tuning.traces import trace_to_text
 
     engine = make_engine(f"sqlite:///{tmp_path / 'store.db'}")
     upgrade_schema(engine)

@@ -1,6 +1,6 @@
 """User code runs only in the jail: probes from inside it, hostile documents, forged answers,
 limits, the concurrency cap and a host where isolation cannot be built. Everything here runs
-real TVMScript through the real isolated children (`tuning.sandbox`, `tuning.sandbox.user_tir`),
+real TVMScript through the real isolated children (`tuning.jail`, `tuning.untrusted.user_tir`),
 with the syntax filter (defence in depth, which refuses these scripts' ``eval`` before any
 child starts) switched off: the jail must hold on its own."""
 
@@ -19,14 +19,15 @@ import pytest
 from tests.tuning.escapes import report_of, reporting, running
 from tuning.catalog import get_operator
 from tuning.catalog.workload import catalog_workload
-from tuning.sandbox import Limits, SandboxBusy, SandboxFailed, run_isolated, set_max_concurrent
-from tuning.sandbox.user_tir import TirRejected, parse_untrusted
-from tuning.sandbox.user_tir import check_syntax as syntax_filter
+from tuning.jail import Limits, SandboxBusy, SandboxFailed, set_max_concurrent
+from tuning.untrusted.ask import ask
+from tuning.untrusted.user_tir import TirRejected, parse_untrusted
+from tuning.untrusted.user_tir import check_syntax as syntax_filter
 
 
 @pytest.fixture(autouse=True)
 def _without_syntax_filter(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("tuning.sandbox.user_tir.check_syntax", lambda source: source)
+    monkeypatch.setattr("tuning.untrusted.user_tir.check_syntax", lambda source: source)
 
 
 def test_the_syntax_filter_refuses_the_escapes_before_any_child_starts() -> None:
@@ -242,14 +243,14 @@ def test_noise_on_stdout_does_not_corrupt_the_answer() -> None:
 def test_the_wall_clock_and_cpu_limits_kill_the_child() -> None:
     started = time.monotonic()
     with pytest.raises(SandboxFailed, match="wall-clock"):
-        run_isolated(
+        ask(
             "parse",
             {"format": "tvmscript", "source": running("__import__('time').sleep(600)")},
             Limits(wall_seconds=6),
         )
     assert time.monotonic() - started < 20
     with pytest.raises(SandboxFailed, match="SIGXCPU|SIGKILL"):
-        run_isolated(
+        ask(
             "parse",
             {"format": "tvmscript", "source": running("while True: pass")},
             Limits(cpu_seconds=3, wall_seconds=60),
@@ -280,8 +281,8 @@ def test_without_isolation_nothing_is_parsed(tmp_path: Path) -> None:
     """A service that cannot isolate (here: not root, so no uid of the child's own) refuses
     the parse instead of parsing in the open."""
     code = (
-        "from tuning.sandbox import SandboxUnavailable\n"
-        "from tuning.sandbox.user_tir import parse_untrusted\n"
+        "from tuning.jail import SandboxUnavailable\n"
+        "from tuning.untrusted.user_tir import parse_untrusted\n"
         "try:\n"
         f"    parse_untrusted('tvmscript', {_matmul_script()!r})\n"
         "except SandboxUnavailable as err:\n"
@@ -323,7 +324,7 @@ def test_the_filter_does_not_let_a_builtin_be_bound() -> None:
 def test_the_jails_root_never_hides_what_it_shows() -> None:
     """The new root is a tmpfs mounted in the jail's namespace; mounted over /tmp it hid a
     checkout (and its virtualenv) cloned under /tmp, and every parse failed there."""
-    from tuning.sandbox.jail import pick_root
+    from tuning.jail.enter import pick_root
 
     assert pick_root(["/usr", "/work/main/tuning"]) == "/tmp"
     chosen = pick_root(["/usr", "/tmp/clone/tuning", "/tmp/clone/.venv"])

@@ -11,9 +11,9 @@ import pytest
 from tests.tuning.catalog_cases import CASES
 from tuning.catalog import get_operator
 from tuning.catalog.workload import catalog_workload
-from tuning.sandbox.tvmscript_names import NAMESPACES
-from tuning.sandbox.user_model import ModelRejected, check_relax_syntax
-from tuning.sandbox.user_tir import TirRejected, check_syntax
+from tuning.checks.tvmscript_names import NAMESPACES
+from tuning.untrusted.user_model import ModelRejected, check_relax_syntax
+from tuning.untrusted.user_tir import TirRejected, check_syntax
 
 PROBE = 'I.entry.inspect.builtins.exec("import os; os.getcwd()")'
 
@@ -44,7 +44,7 @@ class Module:
 
 def test_the_allow_list_is_the_pinned_tvms_and_holds_no_module() -> None:
     """Regenerated from TVM's parser namespaces; a TVM upgrade that adds or removes a name
-    (or turns one into a module) fails here until `tuning/sandbox/tvmscript_names.py` is
+    (or turns one into a module) fails here until `tuning/checks/tvmscript_names.py` is
     regenerated and reviewed."""
     from tvm.script.parser.core.entry import _default_globals
 

@@ -10,7 +10,8 @@ from tuning.catalog import get_operator
 from tuning.catalog.workload import catalog_workload
 from tuning.hardware.targets import resolve_target
 from tuning.ir import arg_specs, structural_hash
-from tuning.publish.verify import check_close, compile_to_library, run_module
+from tuning.measure.timing import run_module
+from tuning.publish.verify import check_close, compile_to_library
 from tuning.search.seeding import _size_distance, neighbour_seeds, neighbours, refit_tiles
 from tuning.search.spaces import PLAIN, space_generator
 

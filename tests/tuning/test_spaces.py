@@ -9,8 +9,9 @@ import pytest
 from tuning.catalog import get_operator
 from tuning.catalog.workload import catalog_workload
 from tuning.hardware.targets import resolve_target
+from tuning.hardware.vectors import vector_bits
+from tuning.measure.timing import run_module
 from tuning.publish.packing import PACKED_ENTRY, split_packed
-from tuning.publish.verify import run_module
 from tuning.search.spaces import (
     PACKED,
     PLAIN,
@@ -18,7 +19,6 @@ from tuning.search.spaces import (
     resolve_space,
     space_generator,
     space_module,
-    vector_bits,
 )
 
 
@@ -216,7 +216,7 @@ def test_nchw_conv_packed_schedule_vectorises_channels_and_matches_numpy(tmp_pat
     from tvm.s_tir.meta_schedule.database import TuningRecord, Workload
 
     from tuning.publish.verify import apply_trace
-    from tuning.search.traces import trace_to_text
+    from tuning.traces import trace_to_text
 
     params = {"layout": "NCHW", "N": 1, "C": 16, "H": 8, "W": 6, "K": 32, "R": 3, "S": 3}
     params["padding"] = 1

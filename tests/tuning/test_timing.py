@@ -3,7 +3,7 @@ process held the cores) are timed again, and the quietest timing is kept with it
 
 from __future__ import annotations
 
-from tuning.publish.verify import NOISY_SPREAD, QUIET_ATTEMPTS, Timing, quiet_timing
+from tuning.measure.timing import NOISY_SPREAD, QUIET_ATTEMPTS, Timing, quiet_timing
 
 
 def _timings(*runs: list[float]) -> list[Timing]:

@@ -1,5 +1,5 @@
 """The allowlist and bounds proofs that every user function passes before it is stored, built
-or run (`tuning.sandbox.tir_checks`), on real TVMScript."""
+or run (`tuning.checks.tir_checks`), on real TVMScript."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from tests.tuning.catalog_cases import CASES, case_id
 from tuning.catalog import get_operator
 from tuning.catalog.workload import catalog_workload
-from tuning.sandbox.tir_checks import UnsafeTir, check_user_function
+from tuning.checks.tir_checks import UnsafeTir, check_user_function
 
 
 def _func(body: str, params: str = 'A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32")'):

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.security.payloads import annotated_trace, probe_trace
-from tuning.search.trace_gate import TENSOR_INTRINSICS, UnsafeTrace, check_trace, check_trace_text
+from tuning.checks.trace_gate import TENSOR_INTRINSICS, UnsafeTrace, check_trace, check_trace_text
 
 # A spread of the catalog: contractions (plain, packed, int8, fp16), both conv layouts,
 # depthwise, a reduction and a pool.
@@ -76,7 +76,7 @@ def _space_traces(canonical: dict[str, Any], spaces: tuple[str, ...]) -> list[An
 
     from tuning.hardware.intrinsics import load_tensor_intrinsics
     from tuning.search.spaces import PACKED, space_generator, space_module
-    from tuning.search.traces import plain_json
+    from tuning.traces import plain_json
 
     load_tensor_intrinsics([canonical])
     target = tvm.target.Target(canonical)

@@ -174,7 +174,7 @@ def _fresh_matmul(store, **shape: int) -> int:  # noqa: ANN001
 def test_raw_tir_job_is_verified_against_the_plainly_compiled_function(tuned_store: dict) -> None:
     """No numpy reference exists for raw TIR: the unscheduled function compiled plainly is it."""
     from tests.service.test_tir_jobs import HANDWRITTEN
-    from tuning.sandbox.user_tir import parse_untrusted
+    from tuning.untrusted.user_tir import parse_untrusted
 
     store = tuned_store["store"]
     parsed = parse_untrusted("tvmscript", HANDWRITTEN)

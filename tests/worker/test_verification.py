@@ -15,8 +15,8 @@ from tvm import te
 
 from schedules_db.values import Workload
 from service.worker.verification import Reference
-from tuning.hardware.devices import Measurer
 from tuning.ir import normalize, reduction_length
+from tuning.measure.devices import Measurer
 from tuning.publish.verify import VerificationError, build_library
 
 K = 4608  # ResNet-18's last 3x3 convolutions sum 512 x 3 x 3 terms per output

@@ -1,3 +1,4 @@
 """The hardware a job runs on: a job's target spec resolved to a canonical TVM target (and the
-host's own), where kernels run (this machine or a device behind an RPC tracker), how many
-threads they get, and the tensor intrinsics a target needs registered before a search."""
+host's own), how many threads kernels get, the vector registers a target has, its measured
+peak and bandwidths (the roofline), and the tensor intrinsics a target needs registered
+before a search."""

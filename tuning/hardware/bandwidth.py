@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from tuning.hardware.roofline import Bandwidth
+from tuning.hardware.vectors import vector_bits
 
 CACHE_SLICE = 512 * 1024  # bytes per thread per array: two arrays fit in any x86 L2 since 2008
 MEMORY_SLICE = 64 * 1024 * 1024  # bytes per thread per array: past every cache we measure
@@ -114,8 +115,6 @@ def target_bandwidth(canonical: dict[str, Any]) -> Bandwidth | None:
     """The measured bandwidth of an llvm target on this machine (on its ``num-cores`` threads,
     vectors as wide as the peak's); None for other kinds."""
     import tvm
-
-    from tuning.search.spaces import vector_bits
 
     if canonical.get("kind") != "llvm":
         return None

@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from tuning.hardware.vectors import vector_bits
+
 # (chains, distinct multiplier rows) tried per vector width; the peak is the best of them.
 # Chains that read the same row from the same start are the same computation, and a compiler may
 # merge them: on an Emerald Rapids host the old 16 chains over 4 rows ran at 326 GFLOPS where
@@ -71,8 +73,6 @@ def target_peak_gflops(canonical: dict[str, Any]) -> float | None:
     """The measured peak of an llvm target on this machine (on its ``num-cores`` threads, its
     vectors as wide as the packed space tiles them); None for other kinds."""
     import tvm
-
-    from tuning.search.spaces import vector_bits
 
     if canonical.get("kind") != "llvm":
         return None

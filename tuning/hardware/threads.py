@@ -8,7 +8,7 @@ a one-core kernel while OpenBLAS and oneDNN used both cores. Measured here (hand
 512^3 fp32 matmul): 205 GFLOPS by default, 401-428 GFLOPS with ``TVM_NUM_THREADS=2``.
 
 A llvm target says how many cores its kernels may use (``num-cores``); the worker's jailed kernel
-runner (`tuning.sandbox.kernel_jail`) runs each job's measurements, verification and timing with
+runner (`tuning.measure.kernel_jail`) runs each job's measurements, verification and timing with
 that many threads (``TVM_NUM_THREADS`` in its environment), and the worker pins its own pool
 for what it runs itself (the peak measurement).
 """

@@ -1,6 +1,6 @@
 """A user's model (ONNX bytes or Relax TVMScript) as a Relax IRModule with its weights bound.
 
-Untrusted: call only inside the jail (`tuning.sandbox.model_tasks`). The checks here refuse
+Untrusted: call only inside the jail (`tuning.untrusted.model_requests`). The checks here refuse
 what TVM would otherwise act on unasked (external-data files, initializers declaring more than
 `MAX_TENSOR_BYTES` before anything allocates them, packed and extern calls in Relax, TIR that
 `check_user_function` does not prove safe); the jail's limits bound everything else.
@@ -13,6 +13,7 @@ import math
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from tuning.checks.tir_checks import UnsafeTir, check_user_function
 from tuning.models.inputs import ModelInput
 
 MAX_TENSOR_BYTES = 1 << 30  # one initializer (or Constant node value), as its dims declare
@@ -213,8 +214,6 @@ def check_relax_module(mod: Any) -> None:
     which must all pass `check_user_function`."""
     import tvm
     from tvm import relax
-
-    from tuning.sandbox.tir_checks import UnsafeTir, check_user_function
 
     prim_funcs = set()
     for gv, func in mod.functions_items():

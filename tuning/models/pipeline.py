@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tuning.ir import layout_free_operands
+from tuning.ir import layout_free_operands, structural_hash
 from tuning.models.fast_math import fast_math as fast_math_functions
 
 
@@ -52,7 +52,7 @@ def tuning_pipeline(mod: Any, target: Any, fast_math: bool = True) -> Any:
     TOPI's polynomial approximations first (`tuning.models.fast_math`), which vectorise: libm's
     are scalar calls. A BERT layer's GELU (erf over 128x3072 values) took 1,212 us exact and
     46 us fast on 2 cores (max error 5e-7 against float64, exact's 3e-7); whole models are
-    checked against the exact pipeline when compiled (`tuning.sandbox.model_tasks`). The
+    checked against the exact pipeline when compiled (`tuning.untrusted.model_requests`). The
     workloads differ: a build must use the setting its schedules were tuned with."""
     from tvm import relax
 
@@ -83,8 +83,6 @@ def database_of(tasks: Sequence[ModelTask], records: Sequence[TunedRecord], targ
     """A MetaSchedule database holding each task's record (those whose ``shash`` matches a
     task, the first per task), and the number of records it holds."""
     from tvm.s_tir import meta_schedule as ms
-
-    from tuning.ir import structural_hash
 
     database = ms.database.MemoryDatabase()
     by_hash = {structural_hash(task.mod): task for task in tasks}

@@ -1,7 +1,7 @@
 """Running a compiled model: seeded random inputs, the outputs and median time of an exported
 Relax VM library, and how far two builds' outputs are apart.
 
-Runs user-derived code: call inside the jail (`tuning.sandbox.model_tasks`)."""
+Runs user-derived code: call inside the jail (`tuning.untrusted.model_requests`)."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ string encoding). `database_tuning_record.json` holds one line per record:
 ``[workload_index, [trace, run_secs, target, args_info]]``. Plain TVM
 (`ms.database.JSONDatabase`) opens what `encode_*` produce, and what it writes is what
 `decode_*` read. Parsing here is plain JSON and base64; the modules inside are only ever
-loaded by TVM in the limited child process of `tuning.sandbox.user_tir`.
+loaded by TVM in the limited child process of `tuning.untrusted.user_tir`.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from tuning.search.trace_gate import UnsafeTrace, check_trace
-from tuning.search.traces import FAILED_RUN_SECS
+from tuning.checks.trace_gate import UnsafeTrace, check_trace
+from tuning.traces import FAILED_RUN_SECS
 
 MIN_RUN_SECS = 1e-9  # one nanosecond: no kernel a worker measures runs faster
 MAX_RUN_SECS = 1e3
@@ -70,7 +70,7 @@ def encode_record_line(index: int, trace_json: str, run_secs: list[float],
 
 
 def decode_record_line(line: str, number: int, workloads: int) -> RecordLine:
-    """A record-file line, checked for shape and its trace by `tuning.search.trace_gate`;
+    """A record-file line, checked for shape and its trace by `tuning.checks.trace_gate`;
     ``workloads`` bounds its workload index."""
     try:
         index, (trace, run_secs, target, args_info) = json.loads(line)

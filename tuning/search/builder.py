@@ -8,7 +8,7 @@ to build them: `fast_build` does what `default_build` does minus that import (LL
 candidate in 0.03-0.18 s).
 
 Each candidate is linked into a shared library without start files (`checked_export`): the
-job's jailed runner loads only libraries `tuning.publish.library_check` accepts.
+job's jailed runner loads only libraries `tuning.checks.library_check` accepts.
 
 `LocalBuilder` also starts its worker processes afresh for every batch (against a slow memory
 leak of long-lived workers), and each one imports TVM before it builds anything: 2-4 s of every
@@ -19,6 +19,8 @@ for the whole search and replaces each after `WORKER_USES` builds instead.
 from __future__ import annotations
 
 from typing import Any
+
+from tuning.checks.library_check import export_library
 
 
 def fast_build(mod: Any, target: Any, _params: Any = None) -> Any:
@@ -32,13 +34,11 @@ def fast_build(mod: Any, target: Any, _params: Any = None) -> Any:
 
 def checked_export(module: Any) -> str:
     """Link the built module into a shared library the jailed runner may load (no start
-    files; checked by `tuning.publish.library_check`, else the candidate fails here); its
+    files; checked by `tuning.checks.library_check`, else the candidate fails here); its
     path. MetaSchedule's `default_export` writes a tar of objects that `LocalRunner` links
     when it loads them."""
     import tempfile
     from pathlib import Path
-
-    from tuning.publish.library_check import export_library
 
     return str(export_library(module, Path(tempfile.mkdtemp()) / "candidate.so"))
 

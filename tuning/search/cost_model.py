@@ -19,10 +19,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from tuning.checks.trace_gate import check_trace_text
 from tuning.hardware.intrinsics import load_tensor_intrinsics
 from tuning.ir import load_mod
 from tuning.search.storage import SearchStorage, TrainingRecord
-from tuning.search.trace_gate import check_trace_text
 
 log = logging.getLogger("tunehub.cost_model")
 

@@ -6,7 +6,7 @@ remembers only the candidates it picked itself, so a stored schedule (a warm sta
 earlier job's best, this job's measured first batch) can be picked and measured again: a trial
 of the budget spent on a record that the store then drops as a duplicate. `FreshCandidates`
 wraps the evolutionary search and drops such candidates before they are built. It also drops
-a candidate whose trace `tuning.search.trace_gate` refuses: the evolutionary search mutates the
+a candidate whose trace `tuning.checks.trace_gate` refuses: the evolutionary search mutates the
 database's records, some of which a user imported, so its candidates pass the same gate as
 every other trace before they are built and loaded.
 """
@@ -19,8 +19,8 @@ from typing import Any
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.search_strategy import PySearchStrategy
 
-from tuning.search.trace_gate import UnsafeTrace, check_trace
-from tuning.search.traces import plain_json
+from tuning.checks.trace_gate import UnsafeTrace, check_trace
+from tuning.traces import plain_json
 
 IsStored = Callable[[Any, Any], bool]  # (workload module, candidate trace) -> already stored?
 
@@ -76,7 +76,7 @@ class FreshCandidates(PySearchStrategy):
 
 def passes_gate(trace: Any) -> bool:
     """True when a candidate's trace (a `tvm.s_tir.schedule.Trace`, postprocessors included)
-    passes `tuning.search.trace_gate`."""
+    passes `tuning.checks.trace_gate`."""
     try:
         check_trace(plain_json(trace.as_json(remove_postproc=False)))
     except (UnsafeTrace, TypeError):

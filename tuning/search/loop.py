@@ -10,14 +10,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tuning.hardware.devices import Measurer
 from tuning.hardware.host import physical_cores
 from tuning.hardware.intrinsics import load_tensor_intrinsics
+from tuning.measure.devices import Measurer
 from tuning.search.builder import make_builder
+from tuning.search.fresh_candidates import FreshCandidates, passes_gate
 from tuning.search.spaces import PACKED, PLAIN, space_generator
 from tuning.search.storage import StoredTraces
-from tuning.search.tile_seeds import register_tile_seeds
-from tuning.search.traces import FAILED_RUN_SECS, run_failed
+from tuning.search.tile_seeds import micro_kernel_seeds, register_tile_seeds
+from tuning.traces import FAILED_RUN_SECS, run_failed
 
 log = logging.getLogger("tunehub.search")
 
@@ -146,7 +147,7 @@ def run_search(
 
     Every measured candidate is committed to ``database`` by MetaSchedule's default callbacks
     before ``on_batch`` sees the batch. ``on_batch`` may raise `SearchCancelled` to stop.
-    ``runner`` measures candidates (default: a jailed runner of its own, `tuning.hardware.devices`;
+    ``runner`` measures candidates (default: a jailed runner of its own, `tuning.measure.devices`;
     an `RPCRunner` for remote devices).
     ``cost_model_path``: a saved `XGBModel` to start from (`tuning.search.cost_model`) instead of an
     untrained one. ``space``: the design space (`tuning.search.spaces`); ``mod`` must already be the
@@ -166,7 +167,6 @@ def run_search(
     from tvm.s_tir.meta_schedule.tune import tune_tasks
 
     # With the TVM imports above (it subclasses MetaSchedule's PySearchStrategy).
-    from tuning.search.fresh_candidates import FreshCandidates
 
     # The schedule rules look tensor intrinsics up by name: register the families this target
     # can use (a no-op after the first time; see tuning.hardware.intrinsics).
@@ -247,9 +247,6 @@ def first_batch(
     (`tuning.search.micro_kernels`) and register-tile seeds (`tuning.search.tile_seeds`); each
     once, none that ``stored`` already holds and none the trace gate refuses."""
     from tvm.s_tir.meta_schedule import TuneContext
-
-    from tuning.search.fresh_candidates import passes_gate
-    from tuning.search.tile_seeds import micro_kernel_seeds
 
     first = list(given)
     if space == PACKED and len(first) < size:

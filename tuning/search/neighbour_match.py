@@ -10,7 +10,7 @@ Two kinds of workloads, two definitions:
   (``fused_conv2d_add_relu1`` → ``fused_conv2d_add_relu``) — with the same buffer signature
   (the same number of buffers, each of the same rank and dtype), nearest by the sum of
   |log ratio| over every buffer dimension. The signature is read from the module, so it is
-  compared inside the jail (`tuning.sandbox.neighbour_tasks`).
+  compared inside the jail (`tuning.untrusted.neighbour_requests`).
 """
 
 from __future__ import annotations

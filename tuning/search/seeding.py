@@ -20,9 +20,9 @@ import logging
 import math
 from typing import Any
 
+from tuning.checks.trace_gate import check_trace_text
 from tuning.ir import load_mod
 from tuning.search.storage import SearchStorage, StoredWorkload
-from tuning.search.trace_gate import check_trace_text
 
 log = logging.getLogger("tunehub.seeding")
 
@@ -79,10 +79,10 @@ def neighbours(
     return [row for _, _, row in sorted(scored, key=lambda item: item[:2])[:limit]]
 
 
-def _adapt(source_mod: Any, trace_json: str, target_mod: Any, postprocs: list[Any]) -> Any:
+def refit_trace(source_mod: Any, trace_json: str, target_mod: Any, postprocs: list[Any]) -> Any:
     """The trace of ``trace_json`` (recorded on ``source_mod``) replayed on ``target_mod`` with
     refitted tiles and the postprocessors applied, or None when it does not fit
-    (`tuning.search.trace_gate.UnsafeTrace` when the gate refuses it)."""
+    (`tuning.checks.trace_gate.UnsafeTrace` when the gate refuses it)."""
     from tvm.s_tir.schedule import Schedule, Trace
 
     source = Schedule(source_mod)
@@ -122,7 +122,7 @@ def neighbour_seeds(
         adapted = []
         for trace_json in storage.best_traces(row.id, PER_NEIGHBOUR):
             try:
-                trace = _adapt(source_mod, trace_json, search_mod, postprocs)
+                trace = refit_trace(source_mod, trace_json, search_mod, postprocs)
             except Exception:  # noqa: BLE001 - a trace that does not fit is simply not a seed
                 continue
             if trace is None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tuning.hardware.vectors import vector_bits
 from tuning.ir import LAYOUT_FREE_ATTR, param_buffer
 
 PLAIN = "plain"
@@ -67,17 +68,6 @@ def space_module(mod: Any, space: str, constant_operands: tuple[int, ...]) -> An
         return mod
     func = mod["main"].with_attr(LAYOUT_FREE_ATTR, [int(i) for i in constant_operands])
     return tvm.IRModule({"main": func})
-
-
-def vector_bits(target: Any) -> int:
-    """Width of the target's widest fp32 vector registers, in bits (512, 256 or 128)."""
-    from tvm.target import codegen
-
-    if codegen.target_has_features("avx512f", target):
-        return 512
-    if codegen.target_has_features("avx2", target) or codegen.target_has_features("avx", target):
-        return 256
-    return 128
 
 
 def register_tile_limit(target: Any) -> int:

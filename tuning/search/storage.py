@@ -36,7 +36,7 @@ class TrainingRecord:
     """A measured candidate of the target, as the cost model learns from it."""
 
     workload_id: int
-    trace_json: str  # `tuning.search.traces.trace_to_text`'s form
+    trace_json: str  # `tuning.traces.trace_to_text`'s form
     run_secs: list[float]
     mean_run_us: float | None  # None: it failed to build or run
 

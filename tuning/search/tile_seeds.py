@@ -31,8 +31,9 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from tuning.hardware.vectors import vector_bits
 from tuning.search.micro_kernels import CACHE_FLOATS, UNROLL_MAX, register_budget
-from tuning.search.spaces import register_tile_limit, vector_bits
+from tuning.search.spaces import register_tile_limit
 
 log = logging.getLogger("tunehub.tile_seeds")
 

@@ -36,8 +36,8 @@ from service.web.schemas import ModelCreate
 from service.web.shared_limits import SharedLimits
 from service.web.untrusted_input import parsed_model
 from tuning.models.inputs import ModelInput
-from tuning.sandbox.user_model import ParsedModel
 from tuning.search.spaces import resolve_space
+from tuning.untrusted.user_model import ParsedModel
 
 SOURCE_SUFFIX = {"onnx": ".onnx", "relax": ".py"}
 

@@ -1,6 +1,6 @@
 """Importing a MetaSchedule JSON database for a target: its workloads and records are stored
-(the modules parsed only in the limited child processes of `tuning.sandbox.user_tir`, every
-trace through `tuning.search.trace_gate`), and one job is queued per workload whose budget the
+(the modules parsed only in the limited child processes of `tuning.untrusted.user_tir`, every
+trace through `tuning.checks.trace_gate`), and one job is queued per workload whose budget the
 imported records already cover: the target's worker then skips the search and verifies the
 best against the reference before it can be served, re-measured beside the current best
 (`service.worker.verification`): an import's claimed timings never make a best.
@@ -38,8 +38,8 @@ from tuning.publish.interchange import (
     decode_workload_line,
     split_lines,
 )
-from tuning.sandbox.user_tir import ParsedTir, TirRejected, check_stored, parse_untrusted
-from tuning.search.traces import run_failed
+from tuning.traces import run_failed
+from tuning.untrusted.user_tir import ParsedTir, TirRejected, check_stored, parse_untrusted
 
 MAX_WORKLOADS = 64  # each is parsed, re-derived and replayed in isolated children (~5 s)
 MAX_RECORDS = 200_000

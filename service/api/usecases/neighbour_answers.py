@@ -3,7 +3,7 @@
 A lookup that allows them (``allow_neighbour``) gets, for each workload the service knows but
 has no verified best of on the target, an unverified answer at once: the best trace of its
 nearest tuned neighbour (`tuning.search.neighbour_match` says which is nearest) refitted to its
-loop extents, replayed and compiled in the jail (`tuning.sandbox.neighbour_refit`). Behind it a
+loop extents, replayed and compiled in the jail (`tuning.untrusted.neighbour_refit`). Behind it a
 job is queued at `NEIGHBOUR_PRIORITY` (the service's, never the caller's): its worker first
 verifies the answer numerically (`service.worker.neighbour_check`; a failure withdraws it for
 good) and then tunes the workload for real, so the next lookup gets the verified best.
@@ -36,17 +36,17 @@ from service.shared.queue import JobQueue, queue_name
 from service.shared.settings import Settings
 from service.web.responses import TunedScheduleOut
 from tuning.catalog import get_operator
-from tuning.sandbox import SandboxError
-from tuning.sandbox.neighbour_refit import (
+from tuning.jail import SandboxError
+from tuning.search.neighbour_match import params_distance, task_kind
+from tuning.search.spaces import PACKED, resolve_space
+from tuning.untrusted.neighbour_refit import (
     Candidate,
     RefitFailed,
     RefitRequest,
     Refitted,
     refit_in_jail,
 )
-from tuning.sandbox.neighbour_tasks import MAX_CANDIDATES, MAX_REQUESTS, TRIED
-from tuning.search.neighbour_match import params_distance, task_kind
-from tuning.search.spaces import PACKED, resolve_space
+from tuning.untrusted.neighbour_requests import MAX_CANDIDATES, MAX_REQUESTS, TRIED
 
 log = logging.getLogger("tunehub.api")
 

@@ -2,7 +2,7 @@
 
 The service knows a model's task only when someone uploads it. A build that found no schedule
 for some of its tasks sends them (`service.client.tvm_database.TunehubDatabase` with
-``tune_missing``): they are parsed in isolation (`tuning.sandbox.user_tasks`), stored as
+``tune_missing``): they are parsed in isolation (`tuning.untrusted.user_tasks`), stored as
 workloads exactly as a model job stores its tasks, and each one without a verified best gets
 what a lookup with ``allow_neighbour`` would make — a neighbour answer and its verifying job,
 at the service's priority — or, with no neighbour to offer, an ordinary tuning job of the
@@ -29,8 +29,8 @@ from service.web.quotas import check_active_jobs
 from service.web.schemas import TaskUploadBody
 from service.web.shared_limits import SharedLimits
 from service.web.untrusted_input import parsed_tasks
-from tuning.sandbox.user_tasks import TaskSource
 from tuning.search.spaces import resolve_space
+from tuning.untrusted.user_tasks import TaskSource
 
 MISSING_TASK_TRIALS = 64  # a sent task's tuning budget (at most the server's max_trials)
 

@@ -1,4 +1,4 @@
-"""MetaSchedule's runner over a job's jailed kernel runner (`tuning.sandbox.kernel_jail`).
+"""MetaSchedule's runner over a job's jailed kernel runner (`tuning.measure.kernel_jail`).
 
 `LocalRunner` loads every candidate in a worker process of the tuning process's own uid and
 reads its answers with `pickle`; a candidate built from a hostile trace would run there. This
@@ -16,15 +16,14 @@ import functools
 from pathlib import Path
 from typing import Any
 
-from tuning.publish.library_check import UnsafeLibrary
+from tuning.checks.library_check import UnsafeLibrary
+from tuning.measure.kernel_jail import KernelRunFailed
 
 
 @functools.cache
 def _classes() -> tuple[Any, Any]:
     from tvm.ir.utils import derived_object
     from tvm.s_tir.meta_schedule.runner import PyRunner, PyRunnerFuture, RunnerResult
-
-    from tuning.sandbox.kernel_jail import KernelRunFailed
 
     @derived_object
     class Measured(PyRunnerFuture):

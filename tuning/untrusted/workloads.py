@@ -1,15 +1,15 @@
 """What the service keys a user's function on — the checked, normalised one-function module,
 its structural hash and FLOP count — derived inside the jail from a parsed object or JSON.
-Shared by the TIR tasks (`tuning.sandbox.tasks`) and the model tasks
-(`tuning.sandbox.model_tasks`)."""
+Shared by the TIR tasks (`tuning.untrusted.requests`) and the model tasks
+(`tuning.untrusted.model_requests`)."""
 
 from __future__ import annotations
 
 import math
 from typing import Any
 
+from tuning.checks.tir_checks import UnsafeTir, check_user_function
 from tuning.ir import arg_specs, normalize, structural_hash
-from tuning.sandbox.tir_checks import UnsafeTir, check_user_function
 
 MAX_BUFFER_BYTES = 1 << 30
 

@@ -3,7 +3,7 @@
 A build that misses schedules sends the missing tasks as it hashed them: each the
 one-function module MetaSchedule queries, as TVM JSON, with the fused function's name. TVM's
 JSON loader crashes on crafted documents, so, as for raw TIR and models, one isolated child
-loads and checks them (`tuning.sandbox.model_tasks.uploaded_tasks`: every raw-TIR check, the
+loads and checks them (`tuning.untrusted.model_requests.uploaded_tasks`: every raw-TIR check, the
 structural hash, FLOP count and layout-free operands) and a second, fresh child does it again
 on the first's answers; the two must agree on every task.
 """
@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tuning.sandbox import holding_slot
-from tuning.sandbox.runner import MODEL_IMPORT_LIMITS
-from tuning.sandbox.user_model import (
+from tuning.jail import holding_slot
+from tuning.jail.isolated import MODEL_IMPORT_LIMITS
+from tuning.untrusted.user_model import (
     MAX_NAME_CHARS,
     ModelRejected,
     ParsedTask,

@@ -1,10 +1,11 @@
-"""Run one task on untrusted input in a fresh, isolated child process; trust nothing it says.
+"""Run one request on untrusted input in a fresh, isolated child process; trust nothing it says.
 
-`run_isolated(task, payload)` starts the jail (`tuning.sandbox.jail`) under ``unshare`` — new
-PID, mount, network, IPC and UTS namespaces — which drops to an unprivileged uid of its own and
-executes `tuning.sandbox.child`. The payload goes in on stdin; the answer comes back as one
-frame on stdout (``TUNEHUB-ANSWER <length>\\n<JSON>``), read up to a size cap; anything the
-task's own code prints goes to stderr, kept only in part for diagnostics. At the wall-clock
+`run_isolated(program, request, payload)` starts the jail (`tuning.jail.enter`) under
+``unshare`` — new PID, mount, network, IPC and UTS namespaces — which drops to an
+unprivileged uid of its own and executes ``program`` (`tuning.untrusted.child` for user
+input). The payload goes in on stdin; the answer comes back as one frame on stdout
+(``TUNEHUB-ANSWER <length>\\n<JSON>``), read up to a size cap; anything the
+request's own code prints goes to stderr, kept only in part for diagnostics. At the wall-clock
 limit the whole tree is killed: ``unshare`` dies, its child (the namespace's PID 1) has a
 parent-death signal, and with PID 1 the kernel kills every process of the namespace; a sweep
 over the child's uid follows. Each child serves one request and exits.
@@ -35,8 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tuning.sandbox.cgroups import kill_uid, make_cgroups, remove_cgroups, uid_cpu_seconds
-from tuning.sandbox.spawn import (
+from tuning.jail.cgroups import kill_uid, make_cgroups, remove_cgroups, uid_cpu_seconds
+from tuning.jail.spawn import (
     MODEL_COMPILE_LIMITS,
     MODEL_IMPORT_LIMITS,
     NAMESPACES,
@@ -238,13 +239,15 @@ def _death(code: int, stderr: bytes) -> str:
 
 
 def run_isolated(
-    task: str,
+    program: str,
+    request: str,
     payload: dict[str, Any],
     limits: Limits | None = None,
     output_dir: Path | None = None,
     output_files: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """Run ``task`` of `tuning.sandbox.child` on ``payload`` in a fresh jail; its JSON answer.
+    """Run ``request`` of ``program`` (a module whose ``main()`` serves one framed request, as
+    `tuning.untrusted.child` does) on ``payload`` in a fresh jail; its JSON answer.
 
     With ``output_dir`` (a new or empty directory) the child sees it read-write at ``/out``
     holding one empty file per name of ``output_files`` that it may write (up to
@@ -263,7 +266,7 @@ def run_isolated(
     if output_dir is not None and not output_files:
         raise ValueError("an output directory needs the names of the files the child writes")
     with holding_slot(retry_after=max(1, int(limits.wall_seconds // 4))):
-        return _run(task, payload, limits, output_dir, tuple(output_files))
+        return _run(program, request, payload, limits, output_dir, tuple(output_files))
 
 
 def _prepare_outputs(output_dir: Path, names: tuple[str, ...], uid: int) -> None:
@@ -302,7 +305,8 @@ def _reclaim_outputs(output_dir: Path, names: tuple[str, ...], limits: Limits) -
 
 
 def _run(
-    task: str,
+    program: str,
+    request: str,
     payload: dict[str, Any],
     limits: Limits,
     output_dir: Path | None,
@@ -315,10 +319,10 @@ def _run(
         _prepare_outputs(output_dir, output_files, uid)
     try:
         cgroups = make_cgroups(uid, limits.tree_memory, limits.processes)
-        proc = start_jail(jail_command(uid, limits, cgroups, output_dir=output_dir))
+        proc = start_jail(jail_command(uid, limits, cgroups, program, output_dir=output_dir))
         try:
-            request = json.dumps({"task": task, **payload}).encode()
-            out, err, stopped = _collect(proc, request, limits, uid)
+            body = json.dumps({"request": request, **payload}).encode()
+            out, err, stopped = _collect(proc, body, limits, uid)
         finally:
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)

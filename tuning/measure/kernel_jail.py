@@ -1,10 +1,10 @@
 """Compiled kernels are loaded and run only in a jail: one long-lived jailed process per job
-(`tuning.sandbox.kernel_child`) that the worker hands libraries, inputs and requests to.
+(`tuning.measure.kernel_child`) that the worker hands libraries, inputs and requests to.
 
 A candidate's library comes from a trace (the search's, a stored record's, an import's, a
 neighbour's) applied to a workload (the catalog's, or a user's function); its code runs when it
 is loaded and called. So the worker never loads one itself: `KernelJail` copies each library
-(checked by `tuning.publish.library_check` first) and each input array into a directory of
+(checked by `tuning.checks.library_check` first) and each input array into a directory of
 the job's that the jail sees read-only, and the jailed runner loads and runs it there, as an
 unprivileged uid of its own with no network, no writable file system and bounded memory.
 
@@ -37,15 +37,15 @@ from typing import Any
 
 import numpy as np
 
-from tuning.publish.library_check import check_library
-from tuning.sandbox.cgroups import kill_uid, make_cgroups, remove_cgroups
-from tuning.sandbox.runner import (
+from tuning.checks.library_check import check_library
+from tuning.jail.cgroups import kill_uid, make_cgroups, remove_cgroups
+from tuning.jail.isolated import (
     FRAME,
     SandboxFailed,
     SandboxUnavailable,
     unavailable_reason,
 )
-from tuning.sandbox.spawn import Limits, jail_command, new_uid, start_jail
+from tuning.jail.spawn import Limits, jail_command, new_uid, start_jail
 
 log = logging.getLogger("tunehub.sandbox")
 START_TIMEOUT_S = 120.0  # the runner imports TVM first (seconds on a loaded 2-core machine)
@@ -106,7 +106,7 @@ class KernelJail:
     # ----------------------------------------------------------------- inputs
     def add_library(self, path: Path) -> str:
         """Check the library at ``path`` and put a copy where the runner sees it; its name
-        there. `tuning.publish.library_check.UnsafeLibrary` when it is refused."""
+        there. `tuning.checks.library_check.UnsafeLibrary` when it is refused."""
         check_library(path)
         name = f"k{next(self._names)}.so"
         self.directory.mkdir(mode=0o755, exist_ok=True)
@@ -194,7 +194,7 @@ class KernelJail:
         self._uid = new_uid()
         self._cgroups = make_cgroups(self._uid, self.limits.tree_memory, self.limits.processes)
         command = jail_command(
-            self._uid, self.limits, self._cgroups, program="tuning.sandbox.kernel_child",
+            self._uid, self.limits, self._cgroups, program="tuning.measure.kernel_child",
             extra_paths=[self.directory],
         )  # fmt: skip
         self._proc = start_jail(command)

@@ -1,6 +1,6 @@
 """The jail: the first program inside a sandbox's fresh namespaces; standard library only.
 
-`tuning.sandbox.spawn.jail_command` starts ``unshare --pid --fork --kill-child --mount --net
+`tuning.jail.spawn.jail_command` starts ``unshare --pid --fork --kill-child --mount --net
 --ipc --uts`` with this file as the namespaces' first process (as root, still in the host's
 file system). It builds a read-only root of its own, moves into it, drops to an unprivileged
 uid that no other process uses, sets the resource limits, and runs the untrusted-input
@@ -9,7 +9,7 @@ afterwards, read-only and nothing else: ``/usr`` (with ``/bin`` and ``/lib*``),
 ``/etc/ld.so.cache``, the Python installation, the `tuning` package, and ``/dev/null``,
 ``/dev/zero``, ``/dev/random`` and ``/dev/urandom``; where the caller asks, a private tmpfs
 of bounded size at ``/tmp``, one host directory read-write at ``/out`` (see
-`tuning.sandbox.runner.run_isolated`), more host directories read-only (a kernel runner's
+`tuning.jail.isolated.run_isolated`), more host directories read-only (a kernel runner's
 libraries) and, for a GPU target, the NVIDIA device nodes with a ``/proc`` of its own. No
 ``/proc`` otherwise, no ``/dev/shm``, data directory, checkout, socket directory or network
 (the new network namespace holds only a loopback device that is down). Exit status 111 with

@@ -1,10 +1,10 @@
-"""The program a jail runs: one task on untrusted input, one framed answer, then exit.
+"""The program a jail runs for user input: one request, one framed answer, then exit.
 
-Runs unprivileged, without network, in a read-only root (see `tuning.sandbox.jail`). The
+Runs unprivileged, without network, in a read-only root (see `tuning.jail.enter`). The
 answer goes to a private copy of stdout; stdout itself is pointed at stderr first, so nothing
-the untrusted input makes Python or TVM print can be mistaken for the answer. Tasks are the
-functions of `tuning.sandbox.tasks`; a task's exception is the submitter's to read and becomes
-``{"ok": false, "error": ...}``.
+the untrusted input makes Python or TVM print can be mistaken for the answer. Requests are the
+functions of `tuning.untrusted.requests`; a request's exception is the submitter's to read and
+becomes ``{"ok": false, "error": ...}``. The parent's side is `tuning.untrusted.ask`.
 """
 
 from __future__ import annotations
@@ -30,11 +30,11 @@ def main() -> None:
     request = json.loads(sys.stdin.read())
     try:
         # Imported once stdout points at stderr: nothing it prints can pass for the answer.
-        from tuning.sandbox import tasks
+        from tuning.untrusted import requests
 
-        task = tasks.TASKS[request.pop("task")]
-        answer: dict[str, Any] = {"ok": True, **task(**request)}
-    except tasks.Refused as err:
+        handler = requests.REQUESTS[request.pop("request")]
+        answer: dict[str, Any] = {"ok": True, **handler(**request)}
+    except requests.Refused as err:
         answer = {"ok": False, "error": str(err)[:1000]}
     except Exception as err:  # noqa: BLE001 - any failure on the input is the submitter's
         answer = {"ok": False, "error": _reason(err)}

@@ -1,9 +1,9 @@
 """The isolated child's neighbour task: refit a tuned neighbour's best trace to an untuned
-workload, replay it and compile it (`tuning.sandbox.neighbour_refit` is the parent's side).
+workload, replay it and compile it (`tuning.untrusted.neighbour_refit` is the parent's side).
 
 The modules and traces come from the store (user workloads among them), and replaying a trace
 runs TVM's loaders and schedule primitives on them, so this runs only inside the jail. The
-refit is the warm start's (`tuning.search.seeding._adapt`): every ``SamplePerfectTile``
+refit is the warm start's (`tuning.search.seeding.refit_trace`): every ``SamplePerfectTile``
 decision refitted to the new loop extents, then the target's postprocessors applied afresh.
 """
 
@@ -12,8 +12,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tuning.sandbox.workloads import Refused, checked_module
+from tuning.hardware.intrinsics import load_tensor_intrinsics
+from tuning.ir import arg_specs
+from tuning.publish.packing import split_packed
 from tuning.search.neighbour_match import signature_distance
+from tuning.search.seeding import refit_trace
+from tuning.search.spaces import PACKED, space_module
+from tuning.traces import plain_json, trace_to_text
+from tuning.untrusted.workloads import Refused, checked_module
 
 MAX_REQUESTS = 16  # workloads refitted by one child
 MAX_CANDIDATES = 32  # neighbours sent per workload
@@ -21,7 +27,6 @@ TRIED = 4  # nearest neighbours tried per workload
 
 
 def _signature(mod: Any) -> list[tuple[list[int], str]]:
-    from tuning.ir import arg_specs
 
     return [([int(x) for x in shape], str(dtype)) for shape, dtype in arg_specs(mod["main"])]
 
@@ -31,11 +36,6 @@ def _refit_one(request: Any, target: Any) -> dict[str, Any]:
     from tvm.s_tir.meta_schedule import TuneContext
     from tvm.s_tir.meta_schedule.arg_info import ArgInfo
     from tvm.s_tir.schedule import Schedule
-
-    from tuning.publish.packing import split_packed
-    from tuning.search.seeding import _adapt
-    from tuning.search.spaces import PACKED, space_module
-    from tuning.search.traces import plain_json, trace_to_text
 
     if not isinstance(request, dict) or not isinstance(request.get("mod_json"), str):
         raise Refused("requests: each needs mod_json")
@@ -69,7 +69,9 @@ def _refit_one(request: Any, target: Any) -> dict[str, Any]:
                 mod=search_mod, target=target, space_generator="post-order-apply", num_threads=1
             ).clone()  # num_threads given: counting cores reads /proc, which the jail lacks
             postprocs = list(context.space_generator.postprocs)
-            trace = _adapt(sources[index], candidates[index]["trace_json"], search_mod, postprocs)
+            trace = refit_trace(
+                sources[index], candidates[index]["trace_json"], search_mod, postprocs
+            )
             if trace is None:
                 failures.append(f"{index}: the postprocessors refused it")
                 continue
@@ -98,8 +100,6 @@ def refit(target: Any, requests: Any) -> dict[str, Any]:
     the store keeps traces and the workload's args info; ``candidate`` None when none fits."""
     import tvm
 
-    from tuning.hardware.intrinsics import load_tensor_intrinsics
-
     if not isinstance(requests, list) or len(requests) > MAX_REQUESTS:
         raise Refused(f"requests: a list of at most {MAX_REQUESTS}")
     if not isinstance(target, dict):
@@ -109,4 +109,4 @@ def refit(target: Any, requests: Any) -> dict[str, Any]:
     return {"answers": [_refit_one(request, built) for request in requests]}
 
 
-NEIGHBOUR_TASKS = {"refit_neighbour": refit}
+NEIGHBOUR_REQUESTS = {"refit_neighbour": refit}

@@ -1,9 +1,9 @@
 """How a jailed child is started: the limits it runs under (`Limits`) and the command that
 builds its jail (`jail_command`): ``unshare`` into new PID, mount, network, IPC and UTS
-namespaces, then `tuning.sandbox.jail` as the namespaces' first process, which builds the
+namespaces, then `tuning.jail.enter` as the namespaces' first process, which builds the
 read-only root, drops to the child's own uid and executes the program. Shared by the one-shot
-children of `tuning.sandbox.runner` and the long-lived kernel runner of
-`tuning.sandbox.kernel_jail`."""
+children of `tuning.jail.isolated` and the long-lived kernel runner of
+`tuning.measure.kernel_jail`."""
 
 from __future__ import annotations
 
@@ -15,8 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import tuning
-
+PACKAGE = Path(__file__).resolve().parents[1]  # `tuning`, shown to every child
 NAMESPACES = ("--pid", "--fork", "--mount", "--net", "--ipc", "--uts")
 UID_RANGE = (1 << 20, 1 << 30)  # far above any account a distribution creates
 
@@ -60,7 +59,7 @@ class Limits:
         }
 
 
-# A whole model (`tuning.sandbox.user_model`). Measured in the jail on this 2-core host
+# A whole model (`tuning.untrusted.user_model`). Measured in the jail on this 2-core host
 # (TVM 0.27, one thread): the tiny CNN of the tests imports and extracts in ~1 s and compiles
 # (untuned + tuned, both run and timed) in ~1.7 s; a ResNet-18-shaped CNN (1x3x224x224, 11.7 M
 # float32 weights, a 47 MB ONNX file, 19 tasks) takes 3.4 s of CPU and 510 MiB (peak RSS) to
@@ -87,11 +86,10 @@ MODEL_COMPILE_LIMITS = Limits(
 def visible_paths(extra: Sequence[Path] = ()) -> list[str]:
     """Host paths the child sees read-only: libraries, the Python installation, `tuning`,
     and ``extra`` (a directory of compiled kernels the caller fills)."""
-    package = Path(tuning.__file__).resolve().parent
     paths = ["/usr", "/bin", "/lib", "/lib64", "/etc/ld.so.cache"]
     for prefix in {sys.base_prefix, sys.prefix, sys.exec_prefix}:
         paths.append(str(Path(prefix).resolve()))
-    paths.append(str(package))
+    paths.append(str(PACKAGE))
     paths.extend(str(Path(p).resolve()) for p in extra)
     return sorted(set(paths))
 
@@ -115,14 +113,14 @@ def jail_command(
     uid: int,
     limits: Limits,
     cgroups: Sequence[Path],
-    program: str = "tuning.sandbox.child",
+    program: str,
     output_dir: Path | None = None,
     extra_paths: Sequence[Path] = (),
 ) -> list[str]:
     """The command that runs ``program``'s ``main()`` in a jail as ``uid`` under ``limits``,
     inside ``cgroups``; ``output_dir`` is the host directory shown read-write at ``/out``,
     ``extra_paths`` more host paths shown read-only where they are."""
-    package_root = str(Path(tuning.__file__).resolve().parent.parent)
+    package_root = str(PACKAGE.parent)
     bootstrap = (
         f"import sys; sys.path.insert(0, {package_root!r}); from {program} import main; main()"
     )
@@ -144,7 +142,7 @@ def jail_command(
             **({"TMPDIR": "/tmp"} if limits.tmp_bytes else {}),
         },
     }
-    jail = str(Path(__file__).with_name("jail.py"))
+    jail = str(Path(__file__).with_name("enter.py"))
     return [
         "unshare", *NAMESPACES, "--kill-child",
         "--", sys.executable, "-I", "-S", "-B", jail, json.dumps(config),

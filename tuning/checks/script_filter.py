@@ -1,13 +1,13 @@
 """What a user's TVMScript may name, checked on its Python syntax tree before any child parses
-it (raw TIR: `tuning.sandbox.user_tir.check_syntax`; Relax models:
-`tuning.sandbox.user_model.check_relax_syntax`). A filter in front of the jail, not the jail.
+it (raw TIR: `tuning.untrusted.user_tir.check_syntax`; Relax models:
+`tuning.untrusted.user_model.check_relax_syntax`). A filter in front of the jail, not the jail.
 
 TVMScript is Python: the parser evaluates the expressions it meets. So every name the source
 reads must be one it binds itself (a parameter, a loop or block variable, a buffer) or one of
 TVMScript's (``T``, ``I``, ``R``, ``range``, ...), no builtin may be rebound, and every
 attribute chain is allow-listed, not deny-listed:
 
-* ``T.x``, ``I.x``, ``R.x``: ``x`` one of TVMScript's names (`tuning.sandbox.tvmscript_names`,
+* ``T.x``, ``I.x``, ``R.x``: ``x`` one of TVMScript's names (`tuning.checks.tvmscript_names`,
   generated from the pinned TVM: no module such as ``I.entry``, whose ``inspect`` reaches
   ``builtins.exec``); ``T.axis.x``, ``R.nn.x`` and the other op namespaces one level deeper,
   never further;
@@ -24,7 +24,7 @@ import ast
 import builtins
 from collections.abc import Callable, Collection
 
-from tuning.sandbox.tvmscript_names import NAMESPACES
+from tuning.checks.tvmscript_names import NAMESPACES
 
 BUILTIN_NAMES = frozenset(dir(builtins))
 ROOTS = frozenset({"T", "I", "R"})

@@ -1,13 +1,13 @@
 """A user's whole model (ONNX or Relax TVMScript) parsed, split into tuning tasks and compiled
-without trusting it: the service-facing side of `tuning.sandbox.model_tasks`.
+without trusting it: the service-facing side of `tuning.untrusted.model_requests`.
 
 `parse_model` imports the model, runs the pre-tuning pipeline and extracts its tasks in one
 isolated child; a second, fresh child re-derives every task from the first child's JSON and
-the two must agree on each (as `tuning.sandbox.user_tir` does for one function), so a child
+the two must agree on each (as `tuning.untrusted.user_tir` does for one function), so a child
 that the model took over can lie only about functions a clean child then checks. Every field
 of both answers is checked here. `compile_model` builds the model untuned and with the tuned
 records in a third child, which checks both agree, times both and writes the tuned Relax VM
-library into a directory of this process's (see `run_isolated`'s ``output_dir``).
+library into a directory of this process's (see `tuning.jail.run_isolated`'s ``output_dir``).
 """
 
 from __future__ import annotations
@@ -20,13 +20,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from tuning.checks.library_check import UnsafeLibrary, check_library
+from tuning.checks.script_filter import check_script_names
+from tuning.jail import Limits, SandboxFailed, holding_slot
+from tuning.jail.isolated import MODEL_COMPILE_LIMITS, MODEL_IMPORT_LIMITS
 from tuning.models.inputs import DTYPES, InvalidInputs, ModelInput, check_inputs
-from tuning.publish.library_check import UnsafeLibrary, check_library
-from tuning.sandbox import Limits, SandboxFailed, holding_slot, run_isolated
-from tuning.sandbox.runner import MODEL_COMPILE_LIMITS, MODEL_IMPORT_LIMITS
-from tuning.sandbox.script_filter import check_script_names
-from tuning.sandbox.user_tir import ALLOWED_IMPORTS, MAX_SHASH_DIGITS
-from tuning.sandbox.user_tir import FREE_NAMES as TIR_NAMES
+from tuning.untrusted.ask import ask
+from tuning.untrusted.user_tir import ALLOWED_IMPORTS, MAX_SHASH_DIGITS
+from tuning.untrusted.user_tir import FREE_NAMES as TIR_NAMES
 
 MAX_ONNX_BYTES = 512 << 20  # base64 in the request to the child: 683 MiB of JSON
 MAX_RELAX_BYTES = 4 << 20  # TVMScript text (weights are R.const metadata, rarely inline)
@@ -115,7 +116,7 @@ def check_relax_syntax(text: str) -> str:
     `user_tir.check_syntax`, with Relax's ``R``): imports of TVMScript's own modules only, no
     dunder names, no lambdas or globals, and every name read is TVMScript's or bound in the
     source (no ``eval``, ``open``, ``getattr``), and every attribute chain one TVMScript offers
-    (`tuning.sandbox.script_filter`). One statement more is allowed, as TVM prints
+    (`tuning.checks.script_filter`). One statement more is allowed, as TVM prints
     a module with weights (``mod.script(show_meta=True)``): ``metadata =
     tvm.ir.load_json("...")`` with a string literal, after which the class may read
     ``metadata``. Returns the text with its import lines blanked (the parser defines ``I``,
@@ -208,7 +209,7 @@ def _answered(answer: dict[str, Any]) -> dict[str, Any]:
 def ask_child(task: str, limits: Limits, **payload: Any) -> dict[str, Any]:
     """One isolated child's answer; its failures and refusals as `ModelRejected`."""
     try:
-        return _answered(run_isolated(task, payload, limits))
+        return _answered(ask(task, payload, limits))
     except SandboxFailed as err:
         raise ModelRejected(str(err)) from None
 
@@ -358,14 +359,14 @@ def compile_model(
     ``out_dir``/model.so (``out_dir``: new or empty). A record matching no task is ignored, one
     whose trace does not replay is skipped (counted). `ModelRejected` when the child refuses
     or fails (the tuned and untuned builds disagree, a limit, a crash) or the library fails
-    `tuning.publish.library_check`."""
+    `tuning.checks.library_check`."""
     text = _request_source(fmt, source)
     given = _checked_inputs(inputs)
     payload = {"format": fmt, "source": text, "inputs": given, "target": target_spec,
                "records": _records(records)}  # fmt: skip
     try:
         answer = _answered(
-            run_isolated(
+            ask(
                 "model_compile",
                 payload,
                 _compile_limits(target_spec),

@@ -3,7 +3,7 @@ re-derive tasks from their JSON (the model's, or those a build sends), and compi
 tuned schedules (writing ``/out``).
 
 They run the ONNX importer, the TVMScript parser and TVM's compiler on user input, so they
-run only inside the jail (`tuning.sandbox.user_model` is the parent's side). A refusal's
+run only inside the jail (`tuning.untrusted.user_model` is the parent's side). A refusal's
 message starts with the request field it concerns ("source: …" or "inputs: …").
 """
 
@@ -17,7 +17,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tuning.sandbox.workloads import Refused, checked_module, derive, describe
+from tuning.checks.library_check import export_library
+from tuning.checks.trace_gate import check_trace_text
+from tuning.ir import layout_free_operands, structural_hash
+from tuning.models.frontends import ModelRefused, relax_module
+from tuning.models.inputs import InvalidInputs, inputs_from_json
+from tuning.models.pipeline import TunedRecord, compile_with, database_of, extract, tuning_pipeline
+from tuning.models.run import OutputsDiffer, max_abs_error, random_inputs, run_library
+from tuning.untrusted.workloads import Refused, checked_module, derive, describe
 
 MAX_TASKS = 500
 OUTPUT_FILE = "model.so"
@@ -32,9 +39,6 @@ def _refused(field: str, message: str) -> Refused:
 def _imported(format: str, source: str, inputs: Any, target: Any) -> tuple[Any, Any, list[Any]]:  # noqa: A002
     """(Relax module, target, inputs) of a request, or `Refused` naming the field."""
     import tvm
-
-    from tuning.models.frontends import ModelRefused, relax_module
-    from tuning.models.inputs import InvalidInputs, inputs_from_json
 
     try:
         given = inputs_from_json(inputs)
@@ -61,7 +65,6 @@ def _imported(format: str, source: str, inputs: Any, target: Any) -> tuple[Any, 
 
 def _fused(mod: Any, target: Any, fast_math: bool = True) -> Any:
     """The imported ``mod`` through the tuning pipeline, or `Refused` naming the source."""
-    from tuning.models.pipeline import tuning_pipeline
 
     try:
         return tuning_pipeline(mod, target, fast_math)
@@ -99,7 +102,6 @@ def model_tasks(format: str, source: str, inputs: Any, target: Any) -> dict[str,
     """The model's tuning tasks (each a checked workload, with its name, weight and
     layout-free operands), the tasks left out (failing a check: built as TVM writes them) and
     main's outputs."""
-    from tuning.models.pipeline import extract
 
     fused, target, _ = _model(format, source, inputs, target)
     outputs = _outputs(fused)
@@ -137,8 +139,6 @@ def uploaded_tasks(tasks: list[Any]) -> dict[str, Any]:
     its module marks layout-free; the second child runs it again on the first's answers."""
     import tvm
 
-    from tuning.ir import layout_free_operands
-
     if not isinstance(tasks, list) or len(tasks) > MAX_TASKS:
         raise Refused(f"expected a list of at most {MAX_TASKS} tasks")
     answers = []
@@ -156,10 +156,6 @@ def _records(raw: Any, tasks: list[Any]) -> tuple[list[Any], int]:
     """The records that match a task, pass the trace gate and replay on it, and how many
     matched but did not."""
     from tvm.s_tir.schedule import Schedule, Trace
-
-    from tuning.ir import structural_hash
-    from tuning.models.pipeline import TunedRecord
-    from tuning.search.trace_gate import check_trace_text
 
     if not isinstance(raw, list):
         raise _refused("records", "records must be a list")
@@ -194,9 +190,6 @@ def model_compile(
     seeded inputs, and agree with the model built with exact math (the tasks are tuned with
     fast math: `tuning.models.pipeline.tuning_pipeline`), time both, and write the tuned
     library to ``/out/model.so``."""
-    from tuning.models.pipeline import compile_with, database_of, extract
-    from tuning.models.run import OutputsDiffer, max_abs_error, random_inputs, run_library
-    from tuning.publish.library_check import export_library
 
     mod, target, given = _imported(format, source, inputs, target)
     fused, exact = _fused(mod, target), _fused(mod, target, fast_math=False)
@@ -233,7 +226,7 @@ def model_compile(
     }
 
 
-MODEL_TASKS: dict[str, Callable[..., dict[str, Any]]] = {
+MODEL_REQUESTS: dict[str, Callable[..., dict[str, Any]]] = {
     "model_tasks": model_tasks,
     "derive_many": derive_many,
     "uploaded_tasks": uploaded_tasks,

@@ -1,12 +1,12 @@
 """TVMScript's names a user's source may reach through ``T``, ``I`` and ``R`` (and their
-namespaces ``T.axis``, ``R.nn``, ...): the allow-list of `tuning.sandbox.script_filter`.
+namespaces ``T.axis``, ``R.nn``, ...): the allow-list of `tuning.checks.script_filter`.
 
 Generated from the pinned TVM (`tests/tuning/test_script_filter.py` regenerates it and fails
 on any difference): every public attribute of the parser's ``T``, ``I`` and ``R`` that is not
 a module (``I.entry`` is one: its ``inspect`` reaches ``builtins.exec``) nor a backend's
 namespace of intrinsics (``T.cuda``, ``T.ptx``, ...), and the op namespaces of ``R``
 (``R.nn``, ``R.image``, ...; not ``R.vm``, ``R.builtin``, ``R.memory``). Names only: what a
-name builds is IR, which the jailed parse then checks (`tuning.sandbox.tir_checks`)."""
+name builds is IR, which the jailed parse then checks (`tuning.checks.tir_checks`)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The parent's side of the neighbour task (`tuning.sandbox.neighbour_tasks`): refit tuned
+"""The parent's side of the neighbour task (`tuning.untrusted.neighbour_requests`): refit tuned
 neighbours' traces to untuned workloads in one isolated child, and trust its answer only as
 far as its shape (the trace is replayed again, in a child, before any worker builds it)."""
 
@@ -7,9 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tuning.sandbox import Limits, SandboxFailed, run_isolated
-from tuning.sandbox.neighbour_tasks import MAX_CANDIDATES, MAX_REQUESTS
-from tuning.search.trace_gate import UnsafeTrace, check_trace_text
+from tuning.checks.trace_gate import UnsafeTrace, check_trace_text
+from tuning.jail import Limits, SandboxFailed
+from tuning.untrusted.ask import ask
+from tuning.untrusted.neighbour_requests import MAX_CANDIDATES, MAX_REQUESTS
 
 # Measured in the jail on a 2-core host: TVM's import and the x86 intrinsics take ~2.5 s of
 # CPU; each refit, replay and compile of a small kernel well under a second.
@@ -72,7 +73,7 @@ def refit_in_jail(target: dict[str, Any], requests: list[RefitRequest]) -> list[
         ],
     }
     try:
-        answer = run_isolated("refit_neighbour", payload, REFIT_LIMITS)
+        answer = ask("refit_neighbour", payload, REFIT_LIMITS)
     except SandboxFailed as err:
         raise RefitFailed(str(err)) from None
     if answer.get("ok") is not True:

@@ -3,8 +3,8 @@ a TVM RPC tracker. Never in the worker's own process.
 
 A compiled candidate runs code when it is loaded and called, and its trace may come from a
 user (an import, a stored record, a neighbour's schedule refitted). Locally, every library is
-checked (`tuning.publish.library_check`) and then loaded, run and timed by the job's jailed
-runner (`tuning.sandbox.kernel_jail`): MetaSchedule's measurements through `runner`, the
+checked (`tuning.checks.library_check`) and then loaded, run and timed by the job's jailed
+runner (`tuning.measure.kernel_jail`): MetaSchedule's measurements through `runner`, the
 verification and timing of the published candidates through `session`. A worker for a device
 that cannot run a worker itself (a board, a phone) builds on its own host and measures through
 the tracker instead: MetaSchedule's `RPCRunner` for the search, an RPC session to verify and
@@ -22,8 +22,10 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from tuning.publish.packing import PackedParam
-from tuning.publish.verify import Timing, run_module, time_module
+from tuning.measure.jailed_runner import jailed_runner
+from tuning.measure.kernel_jail import KernelJail, PackedInput
+from tuning.measure.timing import Timing, run_module, time_module
+from tuning.publish.packing import PACKED_ENTRY, PackedParam
 
 DEVICE_TYPES = {"llvm": "cpu", "c": "cpu"}  # target kind -> TVM device type, where they differ
 EVALUATOR = {"number": 3, "repeat": 1, "enable_cpu_cache_flush": False}
@@ -107,8 +109,7 @@ class Measurer:
         self.close()
 
     def jail(self) -> Any:
-        """The jailed runner (`tuning.sandbox.kernel_jail.KernelJail`) of local measurements."""
-        from tuning.sandbox.kernel_jail import KernelJail
+        """The jailed runner (`tuning.measure.kernel_jail.KernelJail`) of local measurements."""
 
         if self._jail is None:
             assert self.work_dir is not None
@@ -127,8 +128,6 @@ class Measurer:
     def runner(self, timeout_sec: float = 60.0) -> Any:
         """The MetaSchedule runner measuring candidates (MetaSchedule's default evaluator)."""
         from tvm.s_tir.meta_schedule.runner import EvaluatorConfig, RPCConfig, RPCRunner
-
-        from tuning.hardware.jailed_runner import jailed_runner
 
         if self.rpc is None:
             return jailed_runner(self.jail(), self.timing_ms, timeout_sec)
@@ -181,8 +180,6 @@ class _JailSession:
         out_dtype: str,
         packed: Sequence[PackedParam] = (),
     ) -> np.ndarray:
-        from tuning.publish.packing import PACKED_ENTRY
-        from tuning.sandbox.kernel_jail import PackedInput
 
         return self.jail.run(
             kernel,

@@ -1,4 +1,4 @@
-"""The bounds around a sandboxed child's whole process tree (`tuning.sandbox.runner`'s):
+"""The bounds around a sandboxed child's whole process tree (`tuning.jail.isolated`'s):
 per-child cgroups capping the tree's memory and process count, and a final sweep that kills
 every process left under the child's uid."""
 

@@ -2,7 +2,7 @@
 times them on request, for as long as its parent keeps stdin open.
 
 Runs unprivileged, without network, in a read-only root that shows the job's kernel
-directory (see `tuning.sandbox.kernel_jail`, the parent's side). Requests arrive on stdin as
+directory (see `tuning.measure.kernel_jail`, the parent's side). Requests arrive on stdin as
 ``<length>\\n<JSON>``; each answer leaves on a private copy of stdout as one frame
 (``TUNEHUB-ANSWER <length>\\n<JSON>``), stdout itself pointing at stderr so that nothing a
 kernel or TVM prints can pass for an answer. The first frame says the runner is ready.
@@ -16,7 +16,7 @@ Requests (``op``):
   then ``main_packed`` runs), ``out`` ([shape, dtype]) → ``output``: its bytes in base64;
 * ``forget``: ``library`` → the module is dropped.
 
-A library is checked (`tuning.publish.library_check`) before it is loaded, here as in the
+A library is checked (`tuning.checks.library_check`) before it is loaded, here as in the
 parent; any failure of a request is ``{"ok": false, "error": ...}`` and the runner goes on.
 """
 
@@ -29,6 +29,8 @@ import sys
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any, BinaryIO
+
+from tuning.checks.library_check import check_library
 
 FRAME = b"TUNEHUB-ANSWER "
 MAX_REQUEST_BYTES = 1 << 20
@@ -53,8 +55,6 @@ class Kernels:
 
     def module(self, name: str) -> Any:
         import tvm
-
-        from tuning.publish.library_check import check_library
 
         if name in self.modules:
             self.modules.move_to_end(name)

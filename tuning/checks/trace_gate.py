@@ -7,7 +7,7 @@ reorder, cache, parallelise), but a few things reach the code generator: a loop 
 run as soon as the library is loaded), ``pragma_import_c`` C source, a layout transform's index
 map could carry any expression (``call_extern`` among them) into every index of a buffer.
 
-So a trace is checked as plain JSON (MetaSchedule's form, `tuning.search.traces`), with no TVM
+So a trace is checked as plain JSON (MetaSchedule's form, `tuning.traces`), with no TVM
 and before anything parses it, against an allow-list of what the service's own search spaces
 produce (`tests/tuning/test_trace_gate.py` replays every catalog space on CPU and CUDA targets
 through it):
@@ -27,7 +27,7 @@ through it):
 Callers: the import (`service.api.usecases.import_database`, a 422 naming the line), the
 worker before it replays a stored trace (`tuning.publish.verify.apply_trace`, the store's
 MetaSchedule database), the search's own candidates before they are built
-(`tuning.search.fresh_candidates`), the jailed replays (`tuning.sandbox`), and a build's
+(`tuning.search.fresh_candidates`), the jailed replays (`tuning.jail`), and a build's
 `TunehubDatabase` before it replays what the service answers.
 """
 

@@ -1,6 +1,6 @@
-"""The tasks an isolated child (`tuning.sandbox.child`) runs on user input, and nothing else.
+"""The requests an isolated child (`tuning.untrusted.child`) serves on user input, and nothing else.
 
-Each task takes JSON values and returns JSON values; `Refused` carries a reason for the
+Each request takes JSON values and returns JSON values; `Refused` carries a reason for the
 submitter. They run TVM's parser, ``load_json`` and trace replay — the code paths that
 evaluate Python or crash on crafted input — so they run only inside the jail.
 """
@@ -10,11 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tuning.sandbox.model_tasks import MODEL_TASKS
-from tuning.sandbox.neighbour_tasks import NEIGHBOUR_TASKS
-from tuning.sandbox.workloads import Refused, checked_module, derive, describe
+from tuning.checks.trace_gate import UnsafeTrace, check_trace
+from tuning.untrusted.model_requests import MODEL_REQUESTS
+from tuning.untrusted.neighbour_requests import NEIGHBOUR_REQUESTS
+from tuning.untrusted.workloads import Refused, checked_module, derive, describe
 
-__all__ = ["TASKS", "Refused", "check", "derive", "parse"]
+__all__ = ["REQUESTS", "Refused", "check", "derive", "parse"]
 
 
 def parse(format: str, source: str) -> dict[str, Any]:  # noqa: A002 - the request's field
@@ -42,8 +43,6 @@ def check(mod_json: str, shash: str, traces: list[Any]) -> dict[str, Any]:
     import tvm
     from tvm.s_tir.schedule import Schedule, Trace
 
-    from tuning.search.trace_gate import UnsafeTrace, check_trace
-
     mod = checked_module(tvm.ir.load_json(mod_json))
     described = describe(mod)
     if described["shash"] != shash or described["mod_json"] != mod_json:
@@ -58,10 +57,10 @@ def check(mod_json: str, shash: str, traces: list[Any]) -> dict[str, Any]:
     return {"bad_traces": bad}
 
 
-TASKS: dict[str, Callable[..., dict[str, Any]]] = {
+REQUESTS: dict[str, Callable[..., dict[str, Any]]] = {
     "parse": parse,
     "derive": derive,
     "check": check,
-    **MODEL_TASKS,  # a model's import, its tasks' re-derivation, its compile
-    **NEIGHBOUR_TASKS,  # a tuned neighbour's trace refitted to an untuned workload
+    **MODEL_REQUESTS,  # a model's import, its tasks' re-derivation, its compile
+    **NEIGHBOUR_REQUESTS,  # a tuned neighbour's trace refitted to an untuned workload
 }

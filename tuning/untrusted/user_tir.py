@@ -3,8 +3,8 @@
 TVMScript parsing evaluates Python and TVM's JSON loader crashes on crafted documents, so the
 service never does either in its own process. `parse_untrusted` checks the text's Python
 syntax tree first (a cheap filter, not the defence: no imports but TVMScript's own, no dunder
-names, one definition), then parses in an isolated child (`tuning.sandbox`), which also runs
-the allowlist and bounds proofs of `tuning.sandbox.tir_checks`. What the service keys on (module
+names, one definition), then parses in an isolated child (`tuning.jail`), which also runs
+the allowlist and bounds proofs of `tuning.checks.tir_checks`. What the service keys on (module
 JSON,
 structural hash, FLOP count) is then derived again by a second, fresh child from the first
 child's output, and the two must agree: a child that user code took over can lie only about a
@@ -19,8 +19,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from tuning.sandbox import SandboxFailed, holding_slot, run_isolated
-from tuning.sandbox.script_filter import check_script_names
+from tuning.checks.script_filter import check_script_names
+from tuning.jail import SandboxFailed, holding_slot
+from tuning.untrusted.ask import ask
 
 MAX_SOURCE_BYTES = 256 * 1024
 # Names TVMScript text may read without binding them itself.
@@ -92,7 +93,7 @@ def check_syntax(source: str) -> str:
         if isinstance(found, (ast.Lambda, ast.Global, ast.Nonlocal, ast.AsyncFunctionDef)):
             raise TirRejected(f"{type(found).__name__} is not allowed (line {line})")
     # Names and attribute chains: TVMScript's own, or bound by the source (no `eval`, `open`,
-    # `getattr`, no `I.entry.inspect...`): tuning.sandbox.script_filter.
+    # `getattr`, no `I.entry.inspect...`): tuning.checks.script_filter.
     check_script_names(tree, FREE_NAMES, TirRejected)
     return "\n".join(lines) + "\n"
 
@@ -100,7 +101,7 @@ def check_syntax(source: str) -> str:
 def _ask(task: str, **payload: Any) -> dict[str, Any]:
     """One isolated child's answer; its failures and refusals as `TirRejected`."""
     try:
-        answer = run_isolated(task, payload)
+        answer = ask(task, payload)
     except SandboxFailed as err:
         raise TirRejected(str(err)) from None
     if answer.get("ok") is not True:
