@@ -123,7 +123,7 @@ def main() -> int:
         family = [_scaled(args.family, shape, args.scale) for shape in family]
         held_out = _scaled(args.family, held_out, args.scale)
 
-    from service.worker.runner import WorkerContext, run_job
+    from service.worker.execution import WorkerContext, run_job
 
     work = Path(tempfile.mkdtemp(prefix="tunehub-warm-"))
     base = work / "populated.db"

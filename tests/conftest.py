@@ -149,7 +149,7 @@ def tuned_store(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
     Shared by the tests that need a verified schedule, so the suite pays for one search.
     """
-    from service.worker.runner import WorkerContext, run_job
+    from service.worker.execution import WorkerContext, run_job
     from tuning.catalog import get_operator
     from tuning.catalog.workload import catalog_workload
     from tuning.hardware.host import host_fingerprint

@@ -421,7 +421,7 @@ def test_service_holds_its_role_packages_and_no_loose_module() -> None:
         ("service.web.auth", "service.api.deps"),  # plumbing reaching up to the routes
         ("service.api.usecases.dispatch", "service.entry.reaper"),  # a route up to an entry
         ("service.shared.queue", "service.web.errors"),  # shared reaching into HTTP
-        ("service.worker.runner", "service.web.auth"),
+        ("service.worker.execution", "service.web.auth"),
         ("service.api.jobs", "service.client.http"),  # sideways, into the light client
         ("service.dashboard.pages", "service.entry.app"),
         ("tuning.hardware.peak", "tuning.search.spaces"),  # the machine up to the search

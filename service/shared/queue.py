@@ -15,7 +15,7 @@ from kombu.transport import sqlalchemy as kombu_sqlalchemy
 
 from service.shared.settings import Settings
 
-TASK_NAME = "tunehub.tune_job"
+CELERY_TASK_NAME = "tunehub.tune_job"  # the broker message of a job (Celery calls it a task)
 SQLITE_BROKER_POLL_S = 0.5
 
 log = logging.getLogger("tunehub.queue")
@@ -31,7 +31,7 @@ def queue_name(target_key: str) -> str:
 
 def make_celery(settings: Settings) -> Celery:
     """A Celery app for these settings (the worker registers the tune task on its own:
-    `service.worker.task`; the API only sends it by name)."""
+    `service.worker.consumer`; the API only sends it by name)."""
     app = Celery("tunehub", broker=settings.broker, set_as_current=False)
     options: dict[str, Any] = {}
     if settings.broker.startswith(("redis://", "rediss://")):
@@ -60,7 +60,7 @@ class JobQueue:
 
     def enqueue(self, job_id: int, queue: str) -> str:
         """Hand a job to the broker on its target's queue; returns the message's task id."""
-        task_id: str = self.app.send_task(TASK_NAME, args=[job_id], queue=queue).id
+        task_id: str = self.app.send_task(CELERY_TASK_NAME, args=[job_id], queue=queue).id
         return task_id
 
     def revoke(self, task_id: str | None) -> bool:

@@ -15,8 +15,8 @@ from service.shared.artifact_files import open_blob_store
 from service.shared.queue import make_celery, queue_name
 from service.shared.settings import Settings
 from service.shared.targets import find_named_target, record_target, resolve_named
-from service.worker.runner import WorkerContext
-from service.worker.task import register_tune_task
+from service.worker.consumer import register_consumer
+from service.worker.execution import WorkerContext
 from tuning.hardware.bandwidth import target_bandwidth
 from tuning.hardware.host import current_tvm_series, host_fingerprint
 from tuning.hardware.intrinsics import load_tensor_intrinsics
@@ -123,7 +123,7 @@ def run_worker(
     )
     context.heartbeat.start_registry()
     app = make_celery(settings)
-    register_tune_task(app, context)
+    register_consumer(app, context)
     log.info("worker %s consuming %s", node, ", ".join(queues))
     try:
         app.worker_main(

@@ -18,7 +18,7 @@ from sqlalchemy import update
 from schedules_db import Store
 from schedules_db.tables import ScheduleRow
 from schedules_db.values import NewRecord
-from service.worker.runner import WorkerContext, run_job
+from service.worker.execution import WorkerContext, run_job
 from tests.conftest import host_store
 from tests.security.payloads import probe_module, probe_trace
 from tests.service.deployment import Deployment

@@ -27,7 +27,7 @@ from service.client.fetch import NotTuned
 from service.entry.app import create_app
 from service.entry.cli import main
 from service.shared.settings import Settings
-from service.worker.runner import WorkerContext, run_job
+from service.worker.execution import WorkerContext, run_job
 from tests.conftest import TINY, ServerThread
 from tests.schedules_db.published import artifact_blob, publish
 from tuning.catalog import get_operator

@@ -15,7 +15,7 @@ from schedules_db.keys import target_key
 from service.client import TunehubClient, TunehubError
 from service.entry.app import create_app
 from service.shared.settings import Settings
-from service.worker.runner import WorkerContext, run_next
+from service.worker.execution import WorkerContext, run_next
 from tests.conftest import TINY, ServerThread
 from tests.e2e.helpers import cli
 from tuning.hardware.host import current_tvm_series

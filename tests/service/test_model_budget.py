@@ -15,8 +15,8 @@ from schedules_db import Store, make_engine
 from service.api.usecases.create_model import first_round_trials
 from service.entry.app import create_app
 from service.shared.settings import Settings
+from service.worker.execution import WorkerContext, run_job, run_next
 from service.worker.model_budget import MIN_GRANT, reserve_shares, task_gaps
-from service.worker.runner import WorkerContext, run_job, run_next
 from tests.conftest import ServerThread
 from tests.tuning.model_cases import tiny_cnn
 from tuning.hardware.host import current_tvm_series

@@ -24,7 +24,7 @@ from service.client.relax_build import build
 from service.client.tvm_database import TunehubDatabase
 from service.entry.app import create_app
 from service.shared.settings import Settings
-from service.worker.runner import WorkerContext, run_next
+from service.worker.execution import WorkerContext, run_next
 from tests.conftest import ServerThread
 from tests.service.rows import row_counts
 from tests.tuning.model_cases import (

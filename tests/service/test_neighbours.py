@@ -28,7 +28,7 @@ from service.client.tvm_database import TunehubDatabase
 from service.entry.app import create_app
 from service.shared.settings import Settings
 from service.worker import neighbour_check, verification
-from service.worker.runner import WorkerContext, run_next
+from service.worker.execution import WorkerContext, run_next
 from tests.conftest import ServerThread
 from tests.schedules_db.published import publish
 from tests.tuning.model_cases import TINY_RELAX

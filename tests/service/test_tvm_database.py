@@ -23,7 +23,7 @@ from service.client.errors import Offline, OfflineWarning
 from service.client.tvm_database import TunehubDatabase
 from service.entry.app import create_app
 from service.shared.settings import Settings
-from service.worker.runner import WorkerContext, run_next
+from service.worker.execution import WorkerContext, run_next
 from tests.conftest import TINY, ServerThread
 from tuning.catalog import get_operator
 from tuning.catalog.workload import WorkloadSpec, catalog_workload

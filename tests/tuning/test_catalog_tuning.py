@@ -13,7 +13,7 @@ import pytest
 import tvm
 
 from schedules_db import Store, make_engine, upgrade_schema
-from service.worker.runner import WorkerContext, run_job
+from service.worker.execution import WorkerContext, run_job
 from tests.tuning.catalog_cases import CASES, case_id
 from tuning.catalog import get_operator
 from tuning.catalog.workload import catalog_workload

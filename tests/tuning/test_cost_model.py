@@ -9,7 +9,7 @@ import numpy as np
 
 from schedules_db import Store, make_engine, upgrade_schema
 from schedules_db.blobs import DatabaseBlobs
-from service.worker.runner import WorkerContext, run_job
+from service.worker.execution import WorkerContext, run_job
 from service.worker.search_storage import StoreSearchStorage
 from tuning.catalog import get_operator
 from tuning.catalog.workload import catalog_workload

@@ -30,7 +30,7 @@ from tuning.ir import structural_hash
 from tuning.jail import Limits
 from tuning.models.frontends import relax_module
 from tuning.models.inputs import ModelInput
-from tuning.models.pipeline import ModelTask, extract, tuning_pipeline
+from tuning.models.pipeline import ExtractedTask, extract, tuning_pipeline
 from tuning.untrusted.ask import ask
 from tuning.untrusted.user_model import (
     ModelRejected,
@@ -49,7 +49,7 @@ def target() -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def local_tasks(target: dict[str, Any]) -> list[ModelTask]:
+def local_tasks(target: dict[str, Any]) -> list[ExtractedTask]:
     """The tiny CNN's tasks extracted in this process (trusted: the test's own model)."""
     mod = relax_module("onnx", tiny_cnn().SerializeToString(), TINY)
     tvm_target = tvm.target.Target(target)
@@ -57,7 +57,7 @@ def local_tasks(target: dict[str, Any]) -> list[ModelTask]:
 
 
 def test_tiny_cnn_tasks_extracted_in_the_jail_match_an_in_process_extraction(
-    target: dict[str, Any], local_tasks: list[ModelTask]
+    target: dict[str, Any], local_tasks: list[ExtractedTask]
 ) -> None:
     parsed = parse_model("onnx", tiny_cnn().SerializeToString(), TINY, target)
     got = {t.name: t for t in parsed.tasks}
@@ -305,7 +305,7 @@ def test_an_untuned_compile_loads_and_matches_onnxruntime(
                                atol=1e-5)  # fmt: skip
 
 
-def _sampled_record(task: ModelTask, target: dict[str, Any]) -> dict[str, Any]:
+def _sampled_record(task: ExtractedTask, target: dict[str, Any]) -> dict[str, Any]:
     """One schedule of the packed space for ``task`` (design space sampled, postprocessors
     applied: what the search measures), in the store's record form. Its run time is made up:
     measuring would cost minutes, and what is tested is that the schedule is applied."""
@@ -338,7 +338,7 @@ def _sampled_record(task: ModelTask, target: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_a_tuned_compile_applies_its_record_and_still_matches_onnxruntime(
-    target: dict[str, Any], local_tasks: list[ModelTask], tmp_path: Path
+    target: dict[str, Any], local_tasks: list[ExtractedTask], tmp_path: Path
 ) -> None:
     conv = next(t for t in local_tasks if t.name == "fused_conv2d1_add_relu1")
     record = _sampled_record(conv, target)

@@ -11,7 +11,7 @@ from typing import Any
 from schedules_db import Store, make_engine, upgrade_schema
 from schedules_db.keys import tvm_series
 from schedules_db.values import NewRecord, NewSchedule
-from service.worker.runner import WorkerContext, run_job
+from service.worker.execution import WorkerContext, run_job
 from service.worker.store_database import StoreDatabase
 from tuning.catalog import get_operator
 from tuning.catalog.workload import catalog_workload

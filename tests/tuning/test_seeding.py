@@ -75,7 +75,7 @@ def test_a_warm_job_measures_its_neighbours_seeds_first(tuned_store: dict) -> No
     from tvm.s_tir.meta_schedule import TuneContext
     from tvm.s_tir.schedule import Schedule
 
-    from service.worker.runner import run_job
+    from service.worker.execution import run_job
     from tuning.publish.verify import apply_trace
 
     store, tid = tuned_store["store"], tuned_store["target_id"]

@@ -142,7 +142,7 @@ def test_a_packed_job_publishes_a_verified_packed_kernel(tmp_path) -> None:
     import tvm
 
     from schedules_db import Store, make_engine, upgrade_schema
-    from service.worker.runner import WorkerContext, run_job
+    from service.worker.execution import WorkerContext, run_job
     from tests.tuning.store_rows import host_and_workload
 
     engine = make_engine(f"sqlite:///{tmp_path / 'store.db'}")

@@ -115,7 +115,7 @@ def test_a_packed_job_measures_its_seeds_first(tmp_path) -> None:
     """A packed job's first batch is its seeds (stored, counted, measured), and
     a later job of the workload would not measure them again."""
     from schedules_db import Store, make_engine, upgrade_schema
-    from service.worker.runner import WorkerContext, run_job
+    from service.worker.execution import WorkerContext, run_job
     from service.worker.store_database import StoreDatabase
     from tests.tuning.store_rows import host_and_workload
     from tuning.publish.verify import apply_trace

@@ -9,7 +9,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from service.dashboard.formatting import share_of_peak
-from service.worker.runner import WorkerContext, run_job
+from service.worker.execution import WorkerContext, run_job
 from tests.conftest import TINY, host_store
 from tuning.catalog import get_operator
 from tuning.catalog.workload import catalog_workload

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from schedules_db import Store
-from service.worker.runner import WorkerContext, run_job
+from service.worker.execution import WorkerContext, run_job
 from tests.conftest import TINY, host_store
 from tuning.catalog import get_operator
 from tuning.catalog.workload import catalog_workload

@@ -20,7 +20,7 @@ from tuning.models.fast_math import fast_math as fast_math_functions
 
 
 @dataclass(frozen=True)
-class ModelTask:
+class ExtractedTask:
     """One MetaSchedule task: its name, how often the model calls it, its one-function
     module (the workload) and the operands it may repack."""
 
@@ -31,7 +31,7 @@ class ModelTask:
 
 
 @dataclass(frozen=True)
-class TunedRecord:
+class TaskRecord:
     """A tuned schedule for the task whose workload hashes to ``shash``."""
 
     shash: str
@@ -67,19 +67,19 @@ def tuning_pipeline(mod: Any, target: Any, fast_math: bool = True) -> Any:
     return mod
 
 
-def extract(fused: Any, target: Any) -> list[ModelTask]:
+def extract(fused: Any, target: Any) -> list[ExtractedTask]:
     """The tuning tasks of a module `tuning_pipeline` produced, in MetaSchedule's order."""
     from tvm.s_tir import meta_schedule as ms
 
     tasks = []
     for task in ms.relax_integration.extract_tasks(fused, target):
         mod = task.dispatched[0]
-        tasks.append(ModelTask(str(task.task_name), int(task.weight), mod,
+        tasks.append(ExtractedTask(str(task.task_name), int(task.weight), mod,
                                layout_free_operands(mod)))  # fmt: skip
     return tasks
 
 
-def database_of(tasks: Sequence[ModelTask], records: Sequence[TunedRecord], target: Any) -> Any:
+def database_of(tasks: Sequence[ExtractedTask], records: Sequence[TaskRecord], target: Any) -> Any:
     """A MetaSchedule database holding each task's record (those whose ``shash`` matches a
     task, the first per task), and the number of records it holds."""
     from tvm.s_tir import meta_schedule as ms

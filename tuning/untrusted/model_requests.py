@@ -22,7 +22,7 @@ from tuning.checks.trace_gate import check_trace_text
 from tuning.ir import layout_free_operands, structural_hash
 from tuning.models.frontends import ModelRefused, relax_module
 from tuning.models.inputs import InvalidInputs, inputs_from_json
-from tuning.models.pipeline import TunedRecord, compile_with, database_of, extract, tuning_pipeline
+from tuning.models.pipeline import TaskRecord, compile_with, database_of, extract, tuning_pipeline
 from tuning.models.run import OutputsDiffer, max_abs_error, random_inputs, run_library
 from tuning.untrusted.workloads import Refused, checked_module, derive, describe
 
@@ -171,7 +171,7 @@ def _records(raw: Any, tasks: list[Any]) -> tuple[list[Any], int]:
             trace = check_trace_text(record["trace_json"])
             run_secs = [float(x) for x in record["run_secs"]]
             Trace.apply_json_to_schedule(trace, Schedule(task.mod))
-            kept.append(TunedRecord(record["shash"], record["trace_json"], run_secs,
+            kept.append(TaskRecord(record["shash"], record["trace_json"], run_secs,
                                     list(record["args_info"])))  # fmt: skip
             del by_hash[record["shash"]]  # the first record of a task is its schedule
         except Exception:  # noqa: BLE001 - a trace that does not replay is skipped, and counted

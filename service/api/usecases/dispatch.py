@@ -38,7 +38,7 @@ def dispatch_or_defer(store: Store, queue: JobQueue, job: Job) -> bool:
 
 def wake_compile(store: Store, queue: JobQueue, model: ModelJob) -> None:
     """Wake a worker of the model's target to compile it (a message without a job of its own:
-    `service.worker.runner.run_next` claims ready compiles first) and record it. Raises what
+    `service.worker.execution.run_next` claims ready compiles first) and record it. Raises what
     the broker raises."""
     queue.enqueue(0, model.queue)
     store.models.mark_woken(model.id)

@@ -1,13 +1,14 @@
 """Running one job on a worker, from its claim to its final state.
 
-The Celery task calls `run_next(context)` for each delivered message: it claims the job the
-store says comes next on the worker's targets and runs it. `run_job` takes a claimed job through
-its stages: its inputs read once (`job_store.load_inputs`), the verification of the neighbour
-answers served for its workload (`neighbour_check`), the search (`search_job`), the
-verification and publication of the best (`verification`). The job ends `succeeded`,
-`cancelled` (a cancel requested between batches), `failed` (with a readable error), or is
-given up as "lost" when another worker reclaimed it. While it runs, the worker's one heartbeat
-(`heartbeat`) keeps the job alive and reports a lost ownership.
+The broker's consumer (`service.worker.consumer`) calls `run_next(context)` for each delivered
+message: it claims the job the store says comes next on the worker's targets and runs it.
+`run_job` takes a claimed job through its stages: its inputs read once
+(`job_store.load_inputs`), the verification of the neighbour answers served for its workload
+(`neighbour_check`), the search (`search_job`), the verification and publication of the best
+(`verification`). The job ends `succeeded`, `cancelled` (a cancel requested between batches),
+`failed` (with a readable error), or is given up as "lost" when another worker reclaimed it.
+While it runs, the worker's one heartbeat (`heartbeat`) keeps the job alive and reports a lost
+ownership.
 """
 
 from __future__ import annotations

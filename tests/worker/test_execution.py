@@ -8,7 +8,7 @@ import json
 import numpy as np
 
 from schedules_db.values import NewRecord
-from service.worker.runner import run_job
+from service.worker.execution import run_job
 from service.worker.store_database import StoreDatabase
 from tests.conftest import TINY
 from tuning.ir import load_mod
