@@ -206,10 +206,10 @@ def _answered(answer: dict[str, Any]) -> dict[str, Any]:
     return answer
 
 
-def ask_child(task: str, limits: Limits, **payload: Any) -> dict[str, Any]:
+def ask_child(request: str, limits: Limits, **payload: Any) -> dict[str, Any]:
     """One isolated child's answer; its failures and refusals as `ModelRejected`."""
     try:
-        return _answered(ask(task, payload, limits))
+        return _answered(ask(request, payload, limits))
     except SandboxFailed as err:
         raise ModelRejected(str(err)) from None
 

@@ -98,10 +98,10 @@ def check_syntax(source: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _ask(task: str, **payload: Any) -> dict[str, Any]:
+def _ask(request: str, **payload: Any) -> dict[str, Any]:
     """One isolated child's answer; its failures and refusals as `TirRejected`."""
     try:
-        answer = ask(task, payload)
+        answer = ask(request, payload)
     except SandboxFailed as err:
         raise TirRejected(str(err)) from None
     if answer.get("ok") is not True:
