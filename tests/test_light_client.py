@@ -87,7 +87,8 @@ def test_the_blocker_refuses_the_server() -> None:
         """
         for name in ("sqlalchemy", "fastapi", "celery", "tvm", "schedules_db", "service.api",
                      "service.entry.app", "service.worker", "service.shared.queue",
-                     "tuning.catalog", "tuning.search", "tuning.jail"):
+                     "tuning.catalog", "tuning.search", "tuning.jail", "tuning.untrusted",
+                     "tuning.measure"):
             try:
                 __import__(name)
             except ImportError:

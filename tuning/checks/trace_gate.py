@@ -27,7 +27,7 @@ through it):
 Callers: the import (`service.api.usecases.import_database`, a 422 naming the line), the
 worker before it replays a stored trace (`tuning.publish.verify.apply_trace`, the store's
 MetaSchedule database), the search's own candidates before they are built
-(`tuning.search.fresh_candidates`), the jailed replays (`tuning.jail`), and a build's
+(`tuning.search.fresh_candidates`), the jailed replays (`tuning.untrusted`), and a build's
 `TunehubDatabase` before it replays what the service answers.
 """
 

@@ -3,13 +3,12 @@
 TVMScript parsing evaluates Python and TVM's JSON loader crashes on crafted documents, so the
 service never does either in its own process. `parse_untrusted` checks the text's Python
 syntax tree first (a cheap filter, not the defence: no imports but TVMScript's own, no dunder
-names, one definition), then parses in an isolated child (`tuning.jail`), which also runs
-the allowlist and bounds proofs of `tuning.checks.tir_checks`. What the service keys on (module
-JSON,
-structural hash, FLOP count) is then derived again by a second, fresh child from the first
-child's output, and the two must agree: a child that user code took over can lie only about a
-function that a clean child then checks and describes. `check_stored` is the worker's and the
-importer's way to re-check a stored module and replay traces on it, in a child as well.
+names, one definition), then parses in an isolated child (`tuning.untrusted.ask`), which also
+runs the allowlist and bounds proofs of `tuning.checks.tir_checks`. What the service keys on
+(module JSON, structural hash, FLOP count) is then derived again by a second, fresh child from
+the first child's output, and the two must agree: a child that user code took over can lie only
+about a function that a clean child then checks and describes. `check_stored` is the worker's
+and the importer's way to re-check a stored module and replay traces on it, in a child as well.
 """
 
 from __future__ import annotations
