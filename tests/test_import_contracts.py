@@ -90,9 +90,10 @@ class Rule:
 ROLES = {
     "service.entry": "the commands, the app and the reaper",
     "service.dashboard": "the HTML pages",
-    "service.api": "the REST routes and their use cases",
+    "service.api": "the REST routes",
     "service.web": "HTTP plumbing of the API and the dashboard",
     "service.worker": "the Celery worker",
+    "service.app": "use cases, read views, response shapes and domain refusals (no HTTP)",
     "service.shared": "what the API side and the worker share",
     "service.client": "the light client",
 }
@@ -119,6 +120,11 @@ TUNING_DEFERRED = {
 WORKER_NEVER = (
     "fastapi", "starlette", "service.api", "service.web", "service.dashboard", "service.entry",
     "service.client",
+)  # fmt: skip
+# The application layer: below HTTP and the worker, which both call it; never HTTP itself.
+APP_NEVER = (
+    "fastapi", "starlette", "service.web", "service.api", "service.dashboard", "service.entry",
+    "service.worker", "service.client",
 )  # fmt: skip
 RULES = (
     Rule("schedule_reads", "schedule_reads: stdlib only", only=("schedule_reads",)),
@@ -162,6 +168,11 @@ RULES = (
     ),
     *(Rule(check, "a check before loading: standard library only", only=()) for check in CHECKS),
     Rule("service.worker", "worker package: never FastAPI or the API", never=WORKER_NEVER),
+    Rule(
+        "service.app",
+        "application layer: never HTTP (service.web, FastAPI, Starlette) nor a role that calls it",
+        never=APP_NEVER,
+    ),
     Rule(
         "service.shared",
         "shared by API and worker: no other part of service, no HTTP",
@@ -419,7 +430,13 @@ def test_service_holds_its_role_packages_and_no_loose_module() -> None:
     ("module", "target"),
     [
         ("service.web.auth", "service.api.deps"),  # plumbing reaching up to the routes
-        ("service.api.usecases.dispatch", "service.entry.reaper"),  # a route up to an entry
+        ("service.app.usecases.dispatch", "service.entry.reaper"),  # a use case up to an entry
+        ("service.app.usecases.cancel", "service.web.errors"),  # the application layer into HTTP
+        ("service.app.refusals", "fastapi"),
+        ("service.app.views.jobs", "starlette.concurrency"),
+        ("service.app.views.jobs", "service.api.deps"),  # up to the routes that call it
+        ("service.app.usecases.cancel", "service.worker.job_store"),
+        ("service.shared.queue", "service.app.usecases.dispatch"),  # shared up to the layer
         ("service.shared.queue", "service.web.errors"),  # shared reaching into HTTP
         ("service.worker.execution", "service.web.auth"),
         ("service.api.jobs", "service.client.http"),  # sideways, into the light client
@@ -434,6 +451,24 @@ def test_service_holds_its_role_packages_and_no_loose_module() -> None:
 def test_an_arrow_back_up_is_a_violation(module: str, target: str) -> None:
     imp = Import(module, ROOT / "x.py", 1, target, function_level=True, type_checking=False)
     assert violations([imp])
+
+
+@pytest.mark.parametrize(
+    ("module", "target"),
+    [
+        ("service.web.refused", "service.app.refusals"),  # HTTP maps the app's refusals
+        ("service.api.jobs", "service.app.usecases.cancel"),
+        ("service.dashboard.pages", "service.app.views.jobs"),
+        ("service.entry.reaper", "service.app.usecases.dispatch"),
+        ("service.worker.model_budget", "service.app.usecases.cancel"),
+        ("service.worker.bootstrap", "service.app.admission"),
+    ],
+)
+def test_the_application_layer_is_called_by_http_the_entries_and_the_worker(
+    module: str, target: str
+) -> None:
+    imp = Import(module, ROOT / "x.py", 1, target, function_level=False, type_checking=False)
+    assert not violations([imp])
 
 
 def test_the_walk_sees_function_level_type_checking_and_relative_imports(tmp_path: Path) -> None:

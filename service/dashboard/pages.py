@@ -26,9 +26,10 @@ from service.api.deps import ServicesDep
 from service.api.model_views import model_view
 from service.api.usecases.target_names import target_id_of
 from service.api.views import job_with_parts, live_target_ids, workers_view
+from service.app.actors import Identity
 from service.dashboard.formatting import FILTERS
 from service.dashboard.highlight import highlight_json, highlight_python
-from service.web.auth import Identity, viewer
+from service.web.auth import viewer
 from service.web.builders import schedule_json
 from service.web.errors import not_found
 from service.web.schemas import RowId

@@ -25,6 +25,7 @@ from service.api import (
     workers,
     workloads,
 )
+from service.app.refusals import Refused
 from service.dashboard import install_dashboard
 from service.entry.reaper import Reaper
 from service.shared.artifact_files import ArtifactFiles, open_blob_store
@@ -41,6 +42,7 @@ from service.web.errors import (
 from service.web.limits import BodyLimit, route_caps
 from service.web.openapi_doc import install_openapi
 from service.web.refusals import Refusal, refusal_handler
+from service.web.refused import refused_handler
 from service.web.responses import Health
 from service.web.services import Services, install_services
 from service.web.shared_limits import shared_limits
@@ -111,6 +113,7 @@ def create_app(settings: Settings | None = None, run_reaper: bool = True) -> Fas
         document_responses(router)
         app.include_router(router, prefix="/api/v1", responses=responses(413))
     app.add_exception_handler(Refusal, refusal_handler)
+    app.add_exception_handler(Refused, refused_handler)
 
     app.add_exception_handler(RequestValidationError, validation_error_handler)
     app.add_exception_handler(RecursionError, recursion_error_handler)

@@ -25,8 +25,6 @@ from __future__ import annotations
 import ipaddress
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, Request
@@ -39,6 +37,7 @@ from starlette.concurrency import run_in_threadpool
 from schedules_db import Store
 from schedules_db.keys import target_key
 from schedules_db.tokens import ADMIN, READ, SCOPES, SUBMIT, SUBMIT_CODE, TokenInfo, TokenStore
+from service.app.actors import Identity
 from service.web.errors import invalid
 from service.web.reads import inline_ok
 from service.web.refusals import Refusal, refusal_schema
@@ -48,30 +47,6 @@ from service.web.sessions import SAFE_METHODS, check_csrf, csrf_refusal, same_or
 log = logging.getLogger("tunehub.api")
 LOCAL, ANONYMOUS = "local", "anonymous"
 _bearer = HTTPBearer(auto_error=False, description="an API token: `tunehub token create`")
-
-
-@dataclass(frozen=True)
-class Identity:
-    """Who a request acts as: ``name`` (a token's name, ``local`` or ``anonymous``), its
-    effective scopes, and the key its limits count under."""
-
-    name: str
-    scopes: frozenset[str]
-    limit_key: str
-    token: TokenInfo | None = None
-
-    def can(self, scope: str) -> bool:
-        """True when the identity holds ``scope`` (directly or implied)."""
-        return scope in self.scopes
-
-    def owns(self, submitted_by: str | None) -> bool:
-        """May act on what ``submitted_by`` submitted: it is this identity, or an admin."""
-        return self.can(ADMIN) or submitted_by == self.name
-
-    @property
-    def expires_at(self) -> datetime | None:
-        """When the token stops working (None: never, or no token)."""
-        return self.token.expires_at if self.token else None
 
 
 def unauthorized(msg: str, kind: str) -> Refusal:
@@ -89,24 +64,6 @@ def forbidden(
     ``loc`` names."""
     challenge = f'Bearer realm="tunehub", error="insufficient_scope", scope="{scope}"'
     return Refusal(403, msg, kind, {"WWW-Authenticate": challenge}, scope=scope, loc=list(loc))
-
-
-def require(identity: Identity, scope: str, loc: Sequence[str], what: str) -> None:
-    """403 unless ``identity`` holds ``scope``; ``what`` names what needs it."""
-    if not identity.can(scope):
-        raise forbidden(scope, loc, f"{what} needs the {scope!r} scope ({identity.name} lacks it)")
-
-
-def require_owner(identity: Identity, submitted_by: str | None, what: str, loc: str) -> None:
-    """403 ``not_owner`` unless ``identity`` submitted ``what`` (e.g. "job 7", at path
-    parameter ``loc``) or is an admin."""
-    if not identity.owns(submitted_by):
-        raise forbidden(
-            ADMIN,
-            ("path", loc),
-            f"{what} was submitted by {submitted_by}; only they or an admin may cancel it",
-            "not_owner",
-        )
 
 
 def check_target(identity: Identity, canonical: dict[str, Any], store: Store) -> None:

@@ -7,8 +7,9 @@ from typing import Any
 
 from schedules_db import Store
 from service.api.usecases.target_names import resolve_job_target
+from service.app.actors import Identity
 from service.shared.settings import Settings
-from service.web.auth import Identity, check_target
+from service.web.auth import check_target
 from service.web.errors import invalid
 from service.web.quotas import check_active_jobs
 from tuning.hardware.targets import ResolvedTarget

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from schedules_db import Store
 from schedules_db.values import Job, JobState
+from service.app.actors import Identity, require_owner
 from service.shared.queue import JobQueue
-from service.web.auth import Identity, require_owner
 from service.web.errors import not_found
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from schedules_db import Store
 from schedules_db.values import FINAL_STATES, ModelJob
 from service.api.usecases.cancel_job import cancel_job
+from service.app.actors import Identity, require_owner
 from service.shared.queue import JobQueue
-from service.web.auth import Identity, require_owner
 from service.web.errors import not_found
 
 

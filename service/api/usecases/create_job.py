@@ -14,10 +14,10 @@ from schedules_db.tokens import ADMIN, SUBMIT_CODE
 from schedules_db.values import Job, JobState
 from service.api.usecases.admission import admitted_target
 from service.api.usecases.dispatch import dispatch_or_defer
+from service.app.actors import Identity, require
 from service.shared.queue import JobQueue, queue_name
 from service.shared.settings import Settings
 from service.shared.targets import record_target
-from service.web.auth import Identity, require
 from service.web.errors import invalid, prefixed
 from service.web.quotas import check_active_jobs
 from service.web.schemas import JobCreate, OperatorSpec, TirSpec

@@ -26,10 +26,10 @@ from schedules_db.blobs import BlobStore
 from schedules_db.values import JobState, ModelJob, NewModelTask
 from service.api.usecases.admission import admitted_target
 from service.api.usecases.dispatch import dispatch_or_defer, wake_compile_or_defer
+from service.app.actors import Identity
 from service.shared.queue import JobQueue, queue_name
 from service.shared.settings import Settings
 from service.shared.targets import record_target
-from service.web.auth import Identity
 from service.web.errors import invalid
 from service.web.quotas import check_active_jobs
 from service.web.schemas import ModelCreate
