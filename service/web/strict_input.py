@@ -5,9 +5,10 @@
 crash (a 5xx) and the 422 names the field (``loc``):
 
 * ``NaN``, ``Infinity`` and ``-Infinity`` (Python's ``json`` reads them) → ``finite_number``;
-* containers nested deeper than `MAX_DEPTH` → ``json_too_deep`` (also where ``json`` itself
-  would overflow the stack); objects with more than `MAX_KEYS` keys → ``too_many_keys`` (each
-  unexpected key would cost a validation error: 55k of them held the event loop 0.5 s);
+* containers nested deeper than `service.app.strict_json.MAX_DEPTH` → ``json_too_deep`` (also
+  where ``json`` itself would overflow the stack); objects with more than
+  `service.app.strict_json.MAX_KEYS` keys → ``too_many_keys`` (each unexpected key would cost a
+  validation error: 55k of them held the event loop 0.5 s);
 * text holding NUL (PostgreSQL cannot store it) or an unpaired UTF-16 surrogate (it has no
   UTF-8 form), in a body string, a body key or a query parameter → ``string_unicode``;
 * integer literals too long to convert (over 4300 digits) and bodies that are not UTF-8 →
@@ -16,13 +17,13 @@ crash (a 5xx) and the 422 names the field (``loc``):
   ``unknown_parameter``, and one of a single value given twice → ``repeated_parameter``:
   ignored (or the last taken), either would silently answer something else.
 
-Bodies from `THREAD_PARSE_BYTES` on are parsed in a worker thread, off the event loop.
+The walk over a parsed body is `service.app.strict_json`'s (`service.app.usecases` read JSON
+text in a query parameter with it too). Bodies from `THREAD_PARSE_BYTES` on are parsed in a
+worker thread, off the event loop.
 """
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Callable, Coroutine
 from typing import Any, get_origin
 
@@ -32,14 +33,10 @@ from fastapi.routing import APIRoute
 from starlette.concurrency import run_in_threadpool
 from starlette.types import Receive, Scope
 
+from service.app.strict_json import JsonRejected, bad_text, loads
 from service.web.auth import access_rules
 
-MAX_DEPTH = 32  # levels of nested arrays/objects in a request body
-MAX_KEYS = 1000  # keys of one JSON object in a request body
 THREAD_PARSE_BYTES = 256 * 1024
-# Only an escape can put NUL or a lone surrogate in a JSON string: strings are checked when one
-# of these appears in the body text.
-_SUSPECT_ESCAPE = re.compile(rb"\\u(?:0000|[dD][89a-fA-F])")
 
 
 class InputRejected(HTTPException):
@@ -49,80 +46,13 @@ class InputRejected(HTTPException):
         super().__init__(status_code=422, detail=[{"loc": list(loc), "msg": msg, "type": kind}])
 
 
-def bad_text(text: str) -> str | None:
-    """Why ``text`` cannot be stored (NUL, an unpaired surrogate), or None."""
-    if "\x00" in text:
-        return "text must not contain NUL characters"
-    if not text.isascii():
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:
-            return "text must not contain unpaired UTF-16 surrogates"
-    return None
-
-
-class _NonFinite:
-    """Stands for a NaN/Infinity literal until the walk finds where it is."""
-
-
-_NON_FINITE = _NonFinite()
-
-
 def strict_loads(body: bytes) -> Any:
-    """The JSON value of ``body``, or `InputRejected` (see the module docstring). Syntax errors
-    raise ``json.JSONDecodeError`` as ``json.loads`` does (FastAPI makes them a 422)."""
+    """`service.app.strict_json.loads`, its refusals as `InputRejected` (an HTTPException: FastAPI
+    passes it on from body parsing, where any other error would become a 400)."""
     try:
-        value = json.loads(body, parse_constant=lambda _: _NON_FINITE)
-    except RecursionError:
-        raise InputRejected(
-            ("body",), f"JSON nested deeper than {MAX_DEPTH} levels", "json_too_deep"
-        ) from None
-    except json.JSONDecodeError:
-        raise
-    except ValueError as err:  # an integer literal too long to convert; not UTF-8
-        raise InputRejected(("body",), f"invalid JSON: {err}", "json_invalid") from None
-    _check(value, check_text=_SUSPECT_ESCAPE.search(body) is not None)
-    return value
-
-
-def _check(root: Any, check_text: bool) -> None:
-    """Walk the containers iteratively: depth, non-finite numbers and (``check_text``) text."""
-    stack: list[tuple[Any, tuple[str | int, ...]]] = [(root, ())]
-    while stack:
-        value, path = stack.pop()
-        if value is _NON_FINITE:
-            raise InputRejected(
-                ("body", *path),
-                "NaN and Infinity are not JSON numbers; give a finite number",
-                "finite_number",
-            )
-        if isinstance(value, str):
-            if reason := bad_text(value):
-                raise InputRejected(("body", *path), reason, "string_unicode")
-            continue
-        if isinstance(value, dict):
-            if len(value) > MAX_KEYS:
-                raise InputRejected(
-                    ("body", *path), f"an object with more than {MAX_KEYS} keys", "too_many_keys"
-                )
-            items: Any = value.items()
-        elif isinstance(value, list):
-            items = enumerate(value)
-        else:
-            continue
-        if len(path) >= MAX_DEPTH:
-            raise InputRejected(
-                ("body", *path), f"JSON nested deeper than {MAX_DEPTH} levels", "json_too_deep"
-            )
-        for key, item in items:
-            if check_text and isinstance(key, str) and (reason := bad_text(key)):
-                raise InputRejected(("body", *path, key[:64]), reason, "string_unicode")
-            if (
-                item is _NON_FINITE
-                or isinstance(item, (dict, list))
-                or (check_text and isinstance(item, str))
-            ):
-                stack.append((item, (*path, key)))
+        return loads(body)
+    except JsonRejected as err:
+        raise InputRejected(err.loc, err.msg, err.kind) from None
 
 
 def check_query(request: Request, known: frozenset[str]) -> None:

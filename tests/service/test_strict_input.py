@@ -12,10 +12,11 @@ import httpx
 import pytest
 from fastapi.routing import APIRoute, iter_route_contexts
 
+from service.app.strict_json import MAX_DEPTH, MAX_KEYS
 from service.entry.app import create_app
 from service.shared.settings import Settings
 from service.web.errors import MAX_ECHO, MAX_ERRORS
-from service.web.strict_input import MAX_DEPTH, MAX_KEYS, StrictRoute
+from service.web.strict_input import StrictRoute
 from tests.conftest import TINY, ServerThread
 from tests.service.rows import row_counts
 

@@ -19,10 +19,10 @@ from schedules_db import Store, lookups
 from schedules_db.keys import target_key
 from schedules_db.lookups import ScheduleParts
 from schedules_db.values import Target
+from service.app.strict_json import JsonRejected, loads
 from service.shared.targets import find_named_target, is_name
 from service.web.errors import invalid, prefixed
 from service.web.refusals import Refusal
-from service.web.strict_input import InputRejected, strict_loads
 from tuning.catalog import get_operator, list_operators
 from tuning.catalog.workload import catalog_workload
 from tuning.hardware.targets import TargetError, resolve_target
@@ -110,14 +110,11 @@ def _params_object(text: str | None) -> dict[str, Any]:
         return {}
     loc = ("query", "params")
     try:
-        value = strict_loads(text.encode())
+        value = loads(text.encode())
     except json.JSONDecodeError as err:
         raise invalid(loc, f"params must be a JSON object: {err}", "json_invalid", text) from None
-    except InputRejected as err:
-        first: dict[str, Any] = err.detail[0] if isinstance(err.detail, list) and err.detail else {}
-        raise invalid(
-            loc, str(first.get("msg", "invalid JSON")), str(first.get("type", "json_invalid"))
-        ) from None
+    except JsonRejected as err:
+        raise invalid(loc, err.msg, err.kind) from None
     if not isinstance(value, dict):
         raise invalid(loc, 'params must be a JSON object such as {"M": 32}', "dict_type", value)
     return value
