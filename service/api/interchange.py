@@ -10,10 +10,10 @@ from service.api.usecases.export_database import export_database as export
 from service.api.usecases.import_database import import_database as import_
 from service.web.auth import AnyReader, CodeSubmitter
 from service.web.errors import responses
+from service.web.refusals import ISOLATION_RESPONSES
 from service.web.responses import ExportOut, ImportOut
 from service.web.schemas import ImportBody, TargetQuery
 from service.web.strict_input import StrictRoute
-from service.web.untrusted_input import ISOLATION_RESPONSES
 
 router = APIRouter(tags=["interchange"], route_class=StrictRoute)
 

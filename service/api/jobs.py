@@ -23,10 +23,10 @@ from service.web.auth import AnyReader, Submitter
 from service.web.errors import not_found, responses
 from service.web.fast_json import json_answer, json_bytes
 from service.web.reads import lookup
+from service.web.refusals import ISOLATION_RESPONSES
 from service.web.responses import JobOut
 from service.web.schemas import JobCreate, RowId
 from service.web.strict_input import StrictRoute
-from service.web.untrusted_input import ISOLATION_RESPONSES
 
 router = APIRouter(prefix="/jobs", tags=["jobs"], route_class=StrictRoute)
 

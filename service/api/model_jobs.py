@@ -15,11 +15,10 @@ from service.api.usecases.create_model import create_model as create
 from service.api.views import present
 from service.web.auth import AnyReader, CodeSubmitter, Submitter
 from service.web.errors import not_found, responses
-from service.web.refusals import Refusal, refusal_schema
+from service.web.refusals import ISOLATION_RESPONSES, Refusal, refusal_schema
 from service.web.responses import ModelOut
 from service.web.schemas import ModelCreate, RowId
 from service.web.strict_input import StrictRoute
-from service.web.untrusted_input import ISOLATION_RESPONSES
 
 router = APIRouter(prefix="/models", tags=["models"], route_class=StrictRoute)
 

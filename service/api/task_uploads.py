@@ -11,10 +11,10 @@ from fastapi import APIRouter
 from service.api.deps import LimitsDep, QueueDep, SettingsDep, StoreDep
 from service.api.usecases.tune_missing import tune_missing
 from service.web.auth import CodeSubmitter
+from service.web.refusals import ISOLATION_RESPONSES
 from service.web.responses import TaskUploadOut, UploadedTaskOut
 from service.web.schemas import TaskUploadBody
 from service.web.strict_input import StrictRoute
-from service.web.untrusted_input import ISOLATION_RESPONSES
 
 router = APIRouter(tags=["lookup"], route_class=StrictRoute)
 

@@ -1,6 +1,7 @@
 """401, 403 and 429 answers that say why in a machine-readable way:
 ``{"detail": "<readable reason>", "type": "<rule>", ...}`` (the shape of `service.web.limits`' 413),
-with extra fields where they help a client (``scope``, ``loc``, ``retry_after_s``)."""
+with extra fields where they help a client (``scope``, ``loc``, ``retry_after_s``); and the 503 of
+isolation in the OpenAPI document (`ISOLATION_RESPONSES`)."""
 
 from __future__ import annotations
 
@@ -56,3 +57,9 @@ def refusal_schema(description: str, headers: dict[str, str] | None = None) -> d
             for name, text in headers.items()
         }
     return response
+
+
+# What a route that parses user code may answer besides its own statuses (429 is auth's).
+ISOLATION_RESPONSES: dict[int | str, dict[str, Any]] = {
+    503: refusal_schema("User code cannot be isolated on this host: refused, never parsed")
+}

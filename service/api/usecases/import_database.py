@@ -22,6 +22,7 @@ from schedules_db.values import JobState, NewRecord
 from service.api.usecases.dispatch import dispatch_or_defer
 from service.api.usecases.target_names import resolve_job_target
 from service.app.actors import Identity
+from service.app.untrusted_input import isolated_parser
 from service.shared.queue import JobQueue, queue_name
 from service.shared.targets import record_target
 from service.web.auth import check_target, forbidden
@@ -29,7 +30,6 @@ from service.web.errors import invalid
 from service.web.responses import ImportedJob, ImportOut
 from service.web.schemas import ImportBody
 from service.web.shared_limits import ParseGate, SharedLimits
-from service.web.untrusted_input import isolated_parser
 from tuning.publish.interchange import (
     RECORD_FILE,
     WORKLOAD_FILE,

@@ -22,13 +22,13 @@ from service.api.usecases.admission import admitted_target
 from service.api.usecases.dispatch import dispatch_or_defer
 from service.api.usecases.neighbour_answers import answer_missing
 from service.app.actors import Identity
+from service.app.untrusted_input import parsed_tasks
 from service.shared.queue import JobQueue, queue_name
 from service.shared.settings import Settings
 from service.shared.targets import record_target
 from service.web.quotas import check_active_jobs
 from service.web.schemas import TaskUploadBody
 from service.web.shared_limits import SharedLimits
-from service.web.untrusted_input import parsed_tasks
 from tuning.search.spaces import resolve_space
 from tuning.untrusted.user_tasks import TaskSource
 

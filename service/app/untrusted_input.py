@@ -1,8 +1,9 @@
 """User code (raw TIR, imported modules and traces) handed to the isolated parser, with its
-failures turned into answers: a refusal is a 422 at the field, every parser slot busy — or the
-same identity already parsing — a 429 with ``Retry-After``, isolation unavailable on this host
-a 503 (the input is never handled unisolated). One identity parses one request at a time, so
-a single token cannot hold every slot of the process (a child may take its whole 30 s)."""
+failures as `service.app.refusals`: a refusal is an `InvalidInput` at the field (a 422), every
+parser slot busy a `TooMany` (a 429 with ``Retry-After``; the same identity already parsing is
+the gate's own 429), isolation unavailable on this host an `Unavailable` (a 503: the input is
+never handled unisolated). One identity parses one request at a time, so a single token cannot
+hold every slot of the process (a child may take its whole 30 s)."""
 
 from __future__ import annotations
 
@@ -10,35 +11,28 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from service.web.errors import invalid
-from service.web.quotas import too_many
-from service.web.refusals import Refusal, refusal_schema
-from service.web.shared_limits import ParseGate
+from service.app.ports import ParseGate
+from service.app.refusals import InvalidInput, TooMany, Unavailable
 from tuning.jail import SandboxBusy, SandboxUnavailable, holding_slot
 from tuning.models.inputs import ModelInput
 from tuning.untrusted.user_model import ModelRejected, ParsedModel, ParsedTask, parse_model
 from tuning.untrusted.user_tasks import TaskSource, parse_tasks
 from tuning.untrusted.user_tir import ParsedTir, TirRejected, parse_untrusted
 
-# What a route that parses user code may answer besides its own statuses (429 is auth's).
-ISOLATION_RESPONSES: dict[int | str, dict[str, Any]] = {
-    503: refusal_schema("User code cannot be isolated on this host: refused, never parsed")
-}
-
 
 @contextmanager
 def isolated_parser(gate: ParseGate, who: str) -> Iterator[None]:
-    """Translate the sandbox's busy and unavailable states into 429 and 503 answers, and
-    refuse (429) a second parse of the identity ``who`` while its first one runs on any replica
-    (``gate``: `service.web.shared_limits`)."""
+    """Translate the sandbox's busy and unavailable states into `TooMany` and `Unavailable`,
+    and refuse (the gate's 429) a second parse of the identity ``who`` while its first one runs
+    on any replica (``gate``: `service.web.shared_limits` implements it)."""
     with gate.parsing(who):
         try:
             with holding_slot():  # one slot for every child of this request
                 yield
         except SandboxBusy as err:
-            raise too_many(str(err), "parsers_busy", err.retry_after) from None
+            raise TooMany(str(err), "parsers_busy", err.retry_after) from None
         except SandboxUnavailable as err:
-            raise Refusal(503, str(err), "isolation_unavailable") from None
+            raise Unavailable(str(err), "isolation_unavailable") from None
 
 
 def parsed_tir(
@@ -50,7 +44,7 @@ def parsed_tir(
         try:
             return parse_untrusted(fmt, source)
         except TirRejected as err:
-            raise invalid(loc, str(err), "invalid_tir") from None
+            raise InvalidInput(loc, str(err), "invalid_tir") from None
 
 
 def parsed_model(
@@ -67,7 +61,7 @@ def parsed_model(
         try:
             return parse_model(fmt, source, inputs, target)
         except ModelRejected as err:
-            raise invalid(("body", err.field), str(err), "invalid_model") from None
+            raise InvalidInput(("body", err.field), str(err), "invalid_model") from None
 
 
 def parsed_tasks(gate: ParseGate, sources: Sequence[TaskSource], who: str) -> list[ParsedTask]:
@@ -77,4 +71,4 @@ def parsed_tasks(gate: ParseGate, sources: Sequence[TaskSource], who: str) -> li
         try:
             return parse_tasks(sources)
         except ModelRejected as err:
-            raise invalid(("body", "tasks"), str(err), "invalid_task") from None
+            raise InvalidInput(("body", "tasks"), str(err), "invalid_task") from None
