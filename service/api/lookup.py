@@ -15,13 +15,11 @@ from typing import Annotated, cast
 
 from fastapi import APIRouter, Query
 
-from schedules_db.keys import target_key
 from schedules_db.reader import SqlScheduleReader
 from schedules_db.tokens import SUBMIT
 from service.api.deps import QueueDep, SettingsDep, StoreDep
 from service.api.usecases.neighbour_answers import answer_missing
-from service.api.usecases.target_names import resolve_job_target
-from service.shared.targets import find_named_target
+from service.app.admission import lookup_target
 from service.web.auth import AnyReader, PostedReader
 from service.web.responses import LookupOut, TunedRecordOut, TunedScheduleOut
 from service.web.schemas import SHASH_PATTERN, LookupBody
@@ -52,12 +50,7 @@ def lookup(
     and its verifying job queued on the first request of a caller who may submit — a reader
     gets the answers made already), and ``withdrawn`` lists the hashes whose neighbour answer
     failed verification."""
-    stored = find_named_target(body.target, store)  # a stored key or label: that target
-    if stored is None:
-        key = target_key(resolve_job_target(body.target, store).canonical)
-        stored = store.catalog.find_target(key)
-    else:
-        key = stored.key
+    key, stored = lookup_target(store, body.target)
     reader = SqlScheduleReader(store)
     found = reader.lookup(key, body.workloads) if stored is not None else {}
     # A verified best's provenance and verified flag are answered only to those who asked

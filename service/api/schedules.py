@@ -15,8 +15,8 @@ from service.api.deps import ServicesDep, StoreDep
 from service.api.files import STORE_FAILURES, artifact_response
 from service.api.paging import PAGE_HEADERS, Paging, page_headers
 from service.api.usecases.best_schedule import NOT_TUNED, best_schedule
-from service.api.usecases.target_names import target_id_of
 from service.api.views import schedule_detail_bytes
+from service.app.admission import target_id_of
 from service.web.auth import AnyReader
 from service.web.builders import schedule_json
 from service.web.errors import not_found, responses

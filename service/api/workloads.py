@@ -9,8 +9,8 @@ from starlette.concurrency import run_in_threadpool
 
 from schedules_db import browse
 from service.api.deps import StoreDep
-from service.api.usecases.target_names import target_id_of
 from service.api.views import present, schedule_view
+from service.app.admission import target_id_of
 from service.web.auth import AnyReader
 from service.web.builders import iso, target_json, workload_json
 from service.web.errors import not_found, responses

@@ -24,9 +24,9 @@ from schedules_db.tokens import ADMIN, SCOPES, SUBMIT, SUBMIT_CODE
 from schedules_db.values import FINAL_STATES, JobState
 from service.api.deps import ServicesDep
 from service.api.model_views import model_view
-from service.api.usecases.target_names import target_id_of
 from service.api.views import job_with_parts, live_target_ids, workers_view
 from service.app.actors import Identity
+from service.app.admission import target_id_of
 from service.dashboard.formatting import FILTERS
 from service.dashboard.highlight import highlight_json, highlight_python
 from service.web.auth import viewer

@@ -14,10 +14,12 @@ in its dependency, so the route table says what each route needs (`access_rules`
 * on POST routes (writes, and the batch read ``POST /lookup``), spends one token of the
   identity's write bucket (else 429).
 
-Checks that depend on the request body (`require`: raw TIR needs ``submit-code``, priority above
-0 needs ``admin``; `check_target`: a target no worker registered needs ``admin``) are called by
-the routes. 401/403/429 bodies are `service.web.refusals.Refusal`'s ``{"detail", "type", ...}``; the
-unknown-target 422 is FastAPI's ``{"detail": [{"loc", "msg", "type"}]}``.
+Checks that depend on the request body are the application layer's (`service.app.actors.require`:
+raw TIR needs ``submit-code``, priority above 0 needs ``admin``;
+`service.app.admission.check_target`: a target no worker registered needs ``admin``), answered
+through `service.web.refused`. 401/403/429 bodies are `service.web.refusals.Refusal`'s
+``{"detail", "type", ...}``; the unknown-target 422 is FastAPI's
+``{"detail": [{"loc", "msg", "type"}]}``.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 from collections.abc import Sequence
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.dependencies.models import Dependant
@@ -34,11 +36,8 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.exc import OperationalError
 from starlette.concurrency import run_in_threadpool
 
-from schedules_db import Store
-from schedules_db.keys import target_key
 from schedules_db.tokens import ADMIN, READ, SCOPES, SUBMIT, SUBMIT_CODE, TokenInfo, TokenStore
 from service.app.actors import Identity
-from service.web.errors import invalid
 from service.web.reads import inline_ok
 from service.web.refusals import Refusal, refusal_schema
 from service.web.services import services
@@ -64,26 +63,6 @@ def forbidden(
     ``loc`` names."""
     challenge = f'Bearer realm="tunehub", error="insufficient_scope", scope="{scope}"'
     return Refusal(403, msg, kind, {"WWW-Authenticate": challenge}, scope=scope, loc=list(loc))
-
-
-def check_target(identity: Identity, canonical: dict[str, Any], store: Store) -> None:
-    """A job (or import) for a target no worker has registered needs ``admin``; others get a
-    422 on ``("body", "target")`` listing the targets workers did register."""
-    if identity.can(ADMIN):
-        return
-    registered = store.fleet.registered_target_ids()
-    row = store.catalog.find_target(target_key(canonical))
-    if row is not None and row.id in registered:
-        return
-    known = [t for t in store.catalog.list_targets() if t.id in registered]
-    names = ", ".join(f"{t.label} ({t.key})" for t in known) or "none yet"
-    raise invalid(
-        ("body", "target"),
-        f"no worker has registered this target; known targets: {names} "
-        "(a target without workers needs the 'admin' scope)",
-        "unknown_target",
-        [t.label for t in known],
-    )
 
 
 class Access:

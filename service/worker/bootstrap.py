@@ -11,10 +11,10 @@ from datetime import timedelta
 from typing import Any
 
 from schedules_db import Store, make_engine, upgrade_schema
+from service.app.admission import find_named_target, record_target, resolve_named
 from service.shared.artifact_files import open_blob_store
 from service.shared.queue import make_celery, queue_name
 from service.shared.settings import Settings
-from service.shared.targets import find_named_target, record_target, resolve_named
 from service.worker.consumer import register_consumer
 from service.worker.execution import WorkerContext
 from tuning.hardware.bandwidth import target_bandwidth

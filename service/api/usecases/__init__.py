@@ -1,8 +1,6 @@
 """The API's use cases: what a request asks the service to do, one module each, between the
 thin routes (parse, call, answer) and the store.
 
-* `target_names`: a target named in a request (``"host"``, a JSON target, a stored key or
-  label) resolved, its refusal a 422 (recording it is `service.shared.targets.record_target`);
 * `dispatch`: hand a queued job to the broker, with the fallback when the broker is down (the
   reaper sends it later); the reaper's resend uses the same step;
 * `create_job`, `cancel_job`, `import_database`, `export_database`: one route's work each.

@@ -16,16 +16,13 @@ from typing import Any
 from pydantic import ValidationError
 
 from schedules_db import Store, lookups
-from schedules_db.keys import target_key
 from schedules_db.lookups import ScheduleParts
-from schedules_db.values import Target
+from service.app.admission import query_target
 from service.app.strict_json import JsonRejected, loads
-from service.shared.targets import find_named_target, is_name
 from service.web.errors import invalid, prefixed
 from service.web.refusals import Refusal
 from tuning.catalog import get_operator, list_operators
 from tuning.catalog.workload import catalog_workload
-from tuning.hardware.targets import TargetError, resolve_target
 
 NOT_TUNED = "not_tuned"  # the ``type`` of the 404 when no verified best exists
 
@@ -47,7 +44,7 @@ def best_schedule(
     target tunehub refuses. 404 `Refusal` of type `NOT_TUNED` when nothing verified exists, its
     body naming the workload hash, the target (key, label), the operator and params."""
     shash, op_name, op_params = _workload(operator, params, workload)
-    key, stored = _target(store, target)
+    key, stored = query_target(store, target)
     found_workload = store.catalog.find_workload(shash)
     if stored is not None and found_workload is not None:
         found = lookups.schedules(store, None, stored.id, found_workload.id, 1)
@@ -118,20 +115,3 @@ def _params_object(text: str | None) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise invalid(loc, 'params must be a JSON object such as {"M": 32}', "dict_type", value)
     return value
-
-
-def _target(store: Store, spec: str) -> tuple[str | None, Target | None]:
-    """(key, stored target or None) of a target named in a query, (None, None) for a name no
-    stored target has; a 422 at ``query.target`` for a "host" or JSON target tunehub
-    refuses."""
-    named = find_named_target(spec, store)
-    if named is not None:
-        return named.key, named
-    if is_name(spec):  # a name the store has no target of: nothing is tuned for it
-        return None, None
-    try:
-        resolved = resolve_target(spec)
-    except TargetError as err:
-        raise invalid(("query", "target"), str(err), "invalid_target", spec) from None
-    key = target_key(resolved.canonical)
-    return key, store.catalog.find_target(key)

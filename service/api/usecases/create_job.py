@@ -12,15 +12,13 @@ from pydantic import ValidationError
 from schedules_db import Store
 from schedules_db.tokens import ADMIN, SUBMIT_CODE
 from schedules_db.values import Job, JobState
-from service.api.usecases.admission import admitted_target
 from service.api.usecases.dispatch import dispatch_or_defer
 from service.app.actors import Identity, require
+from service.app.admission import admitted_target, check_active_jobs, record_target
 from service.app.untrusted_input import parsed_tir
 from service.shared.queue import JobQueue, queue_name
 from service.shared.settings import Settings
-from service.shared.targets import record_target
 from service.web.errors import invalid, prefixed
-from service.web.quotas import check_active_jobs
 from service.web.schemas import JobCreate, OperatorSpec, TirSpec
 from service.web.shared_limits import SharedLimits
 from tuning.catalog import get_operator, list_operators

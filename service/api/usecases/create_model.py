@@ -24,15 +24,13 @@ from typing import Any
 from schedules_db import Store
 from schedules_db.blobs import BlobStore
 from schedules_db.values import JobState, ModelJob, NewModelTask
-from service.api.usecases.admission import admitted_target
 from service.api.usecases.dispatch import dispatch_or_defer, wake_compile_or_defer
 from service.app.actors import Identity
+from service.app.admission import admitted_target, check_active_jobs, record_target
 from service.app.untrusted_input import parsed_model
 from service.shared.queue import JobQueue, queue_name
 from service.shared.settings import Settings
-from service.shared.targets import record_target
 from service.web.errors import invalid
-from service.web.quotas import check_active_jobs
 from service.web.schemas import ModelCreate
 from service.web.shared_limits import SharedLimits
 from tuning.models.inputs import ModelInput

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 from schedules_db import Store
-from service.api.usecases.target_names import target_id_of
 from service.api.views import present
+from service.app.admission import target_id_of
 from service.web.errors import not_found
 from service.web.responses import ExportOut
 from tuning.publish.interchange import (

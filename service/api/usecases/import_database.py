@@ -20,12 +20,11 @@ from schedules_db import Store
 from schedules_db.tokens import ADMIN
 from schedules_db.values import JobState, NewRecord
 from service.api.usecases.dispatch import dispatch_or_defer
-from service.api.usecases.target_names import resolve_job_target
 from service.app.actors import Identity
+from service.app.admission import check_target, record_target, resolve_job_target
 from service.app.untrusted_input import isolated_parser
 from service.shared.queue import JobQueue, queue_name
-from service.shared.targets import record_target
-from service.web.auth import check_target, forbidden
+from service.web.auth import forbidden
 from service.web.errors import invalid
 from service.web.responses import ImportedJob, ImportOut
 from service.web.schemas import ImportBody

@@ -18,15 +18,13 @@ from schedules_db import Store
 from schedules_db.keys import target_key
 from schedules_db.reader import SqlScheduleReader
 from schedules_db.values import JobState
-from service.api.usecases.admission import admitted_target
 from service.api.usecases.dispatch import dispatch_or_defer
 from service.api.usecases.neighbour_answers import answer_missing
 from service.app.actors import Identity
+from service.app.admission import admitted_target, check_active_jobs, record_target
 from service.app.untrusted_input import parsed_tasks
 from service.shared.queue import JobQueue, queue_name
 from service.shared.settings import Settings
-from service.shared.targets import record_target
-from service.web.quotas import check_active_jobs
 from service.web.schemas import TaskUploadBody
 from service.web.shared_limits import SharedLimits
 from tuning.search.spaces import resolve_space
