@@ -6,9 +6,8 @@ from fastapi import APIRouter
 
 from service.api.deps import SettingsDep, StoreDep
 from service.api.views import live_target_ids
+from service.app.responses.catalog import OperatorOut, TargetsOut, target_json
 from service.web.auth import AnyReader
-from service.web.builders import target_json
-from service.web.responses import OperatorOut, TargetsOut
 from service.web.strict_input import StrictRoute
 from tuning.catalog import list_operators
 from tuning.catalog.dtypes import TOLERANCE_RULES

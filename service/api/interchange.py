@@ -8,10 +8,10 @@ from fastapi import APIRouter
 from service.api.deps import LimitsDep, QueueDep, StoreDep
 from service.api.usecases.export_database import export_database as export
 from service.api.usecases.import_database import import_database as import_
+from service.app.responses.interchange import ExportOut, ImportOut
 from service.web.auth import AnyReader, CodeSubmitter
 from service.web.errors import responses
 from service.web.refusals import ISOLATION_RESPONSES
-from service.web.responses import ExportOut, ImportOut
 from service.web.schemas import ImportBody, TargetQuery
 from service.web.strict_input import StrictRoute
 

@@ -19,12 +19,12 @@ from service.api.paging import PAGE_HEADERS, Paging, page_headers
 from service.api.usecases.cancel_job import cancel_job as cancel
 from service.api.usecases.create_job import create_job as create
 from service.api.views import job_view, job_with_parts, live_target_ids, present
+from service.app.responses.jobs import JobOut
 from service.web.auth import AnyReader, Submitter
 from service.web.errors import not_found, responses
 from service.web.fast_json import json_answer, json_bytes
 from service.web.reads import lookup
 from service.web.refusals import ISOLATION_RESPONSES
-from service.web.responses import JobOut
 from service.web.schemas import JobCreate, RowId
 from service.web.strict_input import StrictRoute
 

@@ -10,8 +10,7 @@ schedule, refitted and marked unverified (`service.api.usecases.neighbour_answer
 
 from __future__ import annotations
 
-from dataclasses import asdict
-from typing import Annotated, cast
+from typing import Annotated
 
 from fastapi import APIRouter, Query
 
@@ -20,17 +19,19 @@ from schedules_db.tokens import SUBMIT
 from service.api.deps import QueueDep, SettingsDep, StoreDep
 from service.api.usecases.neighbour_answers import answer_missing
 from service.app.admission import lookup_target
+from service.app.responses.lookups import (
+    LookupOut,
+    TunedRecordOut,
+    tuned_record_json,
+    tuned_schedule_json,
+)
 from service.web.auth import AnyReader, PostedReader
-from service.web.responses import LookupOut, TunedRecordOut, TunedScheduleOut
 from service.web.schemas import SHASH_PATTERN, LookupBody
 from service.web.strict_input import StrictRoute
 
 router = APIRouter(tags=["lookup"], route_class=StrictRoute)
 
 MAX_TOP_K = 100
-
-
-NEIGHBOUR_ONLY = ("provenance", "verified")
 
 
 @router.post("/lookup", response_model=LookupOut, response_model_exclude_unset=True)
@@ -55,15 +56,7 @@ def lookup(
     found = reader.lookup(key, body.workloads) if stored is not None else {}
     # A verified best's provenance and verified flag are answered only to those who asked
     # for neighbour answers (old clients see exactly what they always saw).
-    # `schedule_reads.TunedSchedule` is the shape `TunedScheduleOut` documents (their fields
-    # are held equal by tests/service/test_response_schemas.py).
-    schedules = {
-        shash: cast(
-            TunedScheduleOut,
-            {k: v for k, v in asdict(schedule).items() if k not in NEIGHBOUR_ONLY},
-        )
-        for shash, schedule in found.items()
-    }
+    schedules = {shash: tuned_schedule_json(schedule) for shash, schedule in found.items()}
     missing = [shash for shash in dict.fromkeys(body.workloads) if shash not in found]
     answer: LookupOut = {
         "target": {"key": key, "label": stored.label if stored is not None else None},
@@ -100,6 +93,4 @@ def top_records(
 ) -> list[TunedRecordOut]:
     """The ``k`` fastest successful, verified records of one workload on one target (this
     server's TVM series), fastest first; empty when there are none."""
-    return [
-        cast(TunedRecordOut, asdict(r)) for r in SqlScheduleReader(store).top_k(workload, target, k)
-    ]
+    return [tuned_record_json(r) for r in SqlScheduleReader(store).top_k(workload, target, k)]

@@ -6,9 +6,9 @@ from fastapi import APIRouter
 
 from schedules_db.tokens import SCOPES
 from service.api.deps import SettingsDep
+from service.app.responses.common import iso
+from service.app.responses.fleet import MeOut
 from service.web.auth import Reader
-from service.web.builders import iso
-from service.web.responses import MeOut
 
 router = APIRouter(tags=["auth"])
 

@@ -13,10 +13,10 @@ from service.api.model_views import model_view
 from service.api.usecases.cancel_model import cancel_model as cancel
 from service.api.usecases.create_model import create_model as create
 from service.api.views import present
+from service.app.responses.model_jobs import ModelOut
 from service.web.auth import AnyReader, CodeSubmitter, Submitter
 from service.web.errors import not_found, responses
 from service.web.refusals import ISOLATION_RESPONSES, Refusal, refusal_schema
-from service.web.responses import ModelOut
 from service.web.schemas import ModelCreate, RowId
 from service.web.strict_input import StrictRoute
 

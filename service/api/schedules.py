@@ -17,12 +17,11 @@ from service.api.paging import PAGE_HEADERS, Paging, page_headers
 from service.api.usecases.best_schedule import NOT_TUNED, best_schedule
 from service.api.views import schedule_detail_bytes
 from service.app.admission import target_id_of
+from service.app.responses.schedules import ScheduleDetail, ScheduleOut, schedule_json
 from service.web.auth import AnyReader
-from service.web.builders import schedule_json
 from service.web.errors import not_found, responses
 from service.web.fast_json import json_answer, json_bytes
 from service.web.reads import lookup
-from service.web.responses import ScheduleDetail, ScheduleOut
 from service.web.schemas import SHASH_PATTERN, OptionalTargetQuery, RowId, TargetQuery
 from service.web.strict_input import StrictRoute
 

@@ -3,16 +3,13 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
-from typing import cast
-
 from fastapi import APIRouter
 
 from service.api.deps import LimitsDep, QueueDep, SettingsDep, StoreDep
 from service.api.usecases.tune_missing import tune_missing
+from service.app.responses.lookups import TaskUploadOut, uploaded_task_json
 from service.web.auth import CodeSubmitter
 from service.web.refusals import ISOLATION_RESPONSES
-from service.web.responses import TaskUploadOut, UploadedTaskOut
 from service.web.schemas import TaskUploadBody
 from service.web.strict_input import StrictRoute
 
@@ -36,5 +33,5 @@ def upload_tasks(
     key, label, states = tune_missing(store, queue, settings, limits, who, body)
     return {
         "target": {"key": key, "label": label},
-        "tasks": [cast(UploadedTaskOut, asdict(s)) for s in states],
+        "tasks": [uploaded_task_json(s) for s in states],
     }

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta, timezone
-from typing import Literal, TypeVar
+from typing import TypeVar
 
 from schedules_db import Store, lookups
-from schedules_db.values import Job, JobState, ScheduleInfo, Target, Worker, WorkloadInfo
+from schedules_db.values import Job, JobState, ScheduleInfo, Target, WorkloadInfo
+from service.app.responses.catalog import TargetRef
+from service.app.responses.fleet import WorkerOut, worker_json
+from service.app.responses.jobs import JobOut, job_json, waiting_reason
+from service.app.responses.schedules import ScheduleOut, schedule_json
 from service.shared.settings import Settings
-from service.web.builders import iso, job_json, schedule_json
 from service.web.fast_json import compact_json, with_raw_fields
-from service.web.responses import JobOut, ScheduleOut, TargetRef, WorkerOut
 
 T = TypeVar("T")
 
@@ -55,15 +57,9 @@ def job_with_parts(
 ) -> JobOut:
     """A job as JSON; a queued job says in ``waiting_for`` whether a live worker serves its
     target (``live``: the served target ids, when the caller shows many jobs; else read here)."""
-    body = job_json(job, workload, target)
-    if job.state == JobState.QUEUED.value:
-        if live is None:
-            live = live_target_ids(store, settings)
-        if job.target_id not in live:
-            body["waiting_for"] = f"no live worker serves target {target.label} ({target.key})"
-        else:
-            body["waiting_for"] = "a free worker of this target"
-    return body
+    if job.state == JobState.QUEUED.value and live is None:
+        live = live_target_ids(store, settings)  # read only for a queued job
+    return job_json(job, workload, target, waiting_reason(job, target, live))
 
 
 def schedule_view(store: Store, schedule: ScheduleInfo) -> ScheduleOut:
@@ -92,38 +88,4 @@ def workers_view(store: Store, settings: Settings) -> list[WorkerOut]:
     targets: dict[int, TargetRef] = {
         t.id: {"id": t.id, "label": t.label, "key": t.key} for t in store.catalog.list_targets()
     }
-    return [worker_view(worker, targets, now, stale_after) for worker in store.fleet.list_workers()]
-
-
-def worker_view(
-    worker: Worker, targets: dict[int, TargetRef], now: datetime, stale_after: timedelta
-) -> WorkerOut:
-    """A worker as ``GET /workers`` shows it: ``live``, ``stale`` or ``stopped`` by its last
-    heartbeat at ``now``, its targets (``targets``: id → {id, label, key}) by name."""
-    beat = (
-        worker.heartbeat_at
-        if worker.heartbeat_at.tzinfo
-        else worker.heartbeat_at.replace(tzinfo=now.tzinfo)
-    )
-    age = (now - beat).total_seconds()
-    status: Literal["live", "stale", "stopped"] = (
-        "stopped"
-        if worker.stopped_at
-        else ("live" if age <= stale_after.total_seconds() else "stale")
-    )
-    return {
-        "name": worker.name,
-        "hostname": worker.hostname,
-        "pid": worker.pid,
-        "status": status,
-        "targets": [
-            targets.get(tid, {"id": tid, "label": "?", "key": "?"}) for tid in worker.target_ids
-        ],
-        "fingerprint": worker.fingerprint,
-        "rpc": worker.rpc,
-        "current_job_id": worker.current_job_id if status == "live" else None,
-        "started_at": iso(worker.started_at),
-        "heartbeat_at": iso(worker.heartbeat_at),
-        "heartbeat_age_s": round(age, 1),
-        "stopped_at": iso(worker.stopped_at),
-    }
+    return [worker_json(worker, targets, now, stale_after) for worker in store.fleet.list_workers()]

@@ -6,8 +6,8 @@ from fastapi import APIRouter
 
 from service.api.deps import SettingsDep, StoreDep
 from service.api.views import workers_view
+from service.app.responses.fleet import WorkerOut
 from service.web.auth import AnyReader
-from service.web.responses import WorkerOut
 from service.web.strict_input import StrictRoute
 
 router = APIRouter(prefix="/workers", tags=["workers"], route_class=StrictRoute)

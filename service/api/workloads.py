@@ -11,10 +11,11 @@ from schedules_db import browse
 from service.api.deps import StoreDep
 from service.api.views import present, schedule_view
 from service.app.admission import target_id_of
+from service.app.responses.catalog import WorkloadOut, target_json, workload_json
+from service.app.responses.common import iso
+from service.app.responses.schedules import CurvePointOut, WorkloadDetail, WorkloadTarget
 from service.web.auth import AnyReader
-from service.web.builders import iso, target_json, workload_json
 from service.web.errors import not_found, responses
-from service.web.responses import CurvePointOut, WorkloadDetail, WorkloadOut, WorkloadTarget
 from service.web.schemas import RowId, TargetQuery
 from service.web.strict_input import StrictRoute
 

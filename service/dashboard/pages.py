@@ -27,10 +27,10 @@ from service.api.model_views import model_view
 from service.api.views import job_with_parts, live_target_ids, workers_view
 from service.app.actors import Identity
 from service.app.admission import target_id_of
+from service.app.responses.schedules import schedule_json
 from service.dashboard.formatting import FILTERS
 from service.dashboard.highlight import highlight_json, highlight_python
 from service.web.auth import viewer
-from service.web.builders import schedule_json
 from service.web.errors import not_found
 from service.web.schemas import RowId
 from service.web.sessions import csrf_token, session_of

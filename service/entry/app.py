@@ -26,6 +26,7 @@ from service.api import (
     workloads,
 )
 from service.app.refusals import Refused
+from service.app.responses.fleet import Health
 from service.dashboard import install_dashboard
 from service.entry.reaper import Reaper
 from service.shared.artifact_files import ArtifactFiles, open_blob_store
@@ -43,7 +44,6 @@ from service.web.limits import BodyLimit, route_caps
 from service.web.openapi_doc import install_openapi
 from service.web.refusals import Refusal, refusal_handler
 from service.web.refused import refused_handler
-from service.web.responses import Health
 from service.web.services import Services, install_services
 from service.web.shared_limits import shared_limits
 from tuning.hardware.host import current_tvm_series

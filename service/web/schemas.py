@@ -1,6 +1,6 @@
 """What a request may carry: the API's request bodies and its path and query parameter types,
-each with the limits that make bad input a 422 (the JSON it answers is `service.web.builders`,
-its shapes `service.web.responses`)."""
+each with the limits that make bad input a 422 (the JSON it answers, its shapes and
+builders, is `service.app.responses`)."""
 
 from __future__ import annotations
 

@@ -10,9 +10,10 @@ import httpx
 import pytest
 
 from schedules_db import Store, make_engine, upgrade_schema
+from service.app.responses.jobs import job_json
+from service.app.responses.schedules import schedule_detail_json, schedule_json
 from service.entry.app import create_app
 from service.shared.settings import Settings
-from service.web.builders import job_json, schedule_detail_json, schedule_json
 from tests.conftest import ServerThread
 from tests.schedules_db.published import artifact_blob, publish
 

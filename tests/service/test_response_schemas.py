@@ -1,7 +1,7 @@
-"""Every JSON route declares its response type (a `service.web.responses` TypedDict) and
+"""Every JSON route declares its response type (a `service.app.responses` TypedDict) and
 ``/openapi.json`` documents a body for each of its 2xx answers; the two other routes (the
 artifact, the event stream) declare their media types. Each type serialises what its builder
-(`service.web.builders`, `service.api.views`) returns without changing it: same keys, same
+(`service.app.responses`, `service.app.views`) returns without changing it: same keys, same
 order, same values (mypy checks the keys and types statically; this checks the order and that
 pydantic's validation leaves values as they are, since the hot read routes skip it)."""
 
@@ -20,18 +20,14 @@ from typing_extensions import NotRequired, get_type_hints, is_typeddict
 
 from schedule_reads import ScheduleKey, TunedRecord, TunedSchedule
 from schedules_db import Store, lookups, make_engine, upgrade_schema
-from service.api.usecases.tune_missing import TaskState
 from service.api.views import job_view, schedule_detail_bytes, schedule_view
+from service.app import responses
+from service.app.responses.catalog import target_json, workload_json
+from service.app.responses.jobs import job_json
+from service.app.responses.lookups import TaskState
+from service.app.responses.schedules import schedule_detail_json, schedule_json
 from service.entry.app import create_app
 from service.shared.settings import Settings
-from service.web import responses
-from service.web.builders import (
-    job_json,
-    schedule_detail_json,
-    schedule_json,
-    target_json,
-    workload_json,
-)
 from service.web.schemas import ImportBody
 from tests.schedules_db.published import publish
 from tuning.publish.interchange import RECORD_FILE, WORKLOAD_FILE
@@ -68,7 +64,7 @@ def api_routes(app: FastAPI) -> list[tuple[str, APIRoute]]:
 
 
 def _is_model(annotation: Any) -> bool:
-    """A declared shape (a `service.web.responses` TypedDict or a pydantic model), or a list of
+    """A declared shape (a `service.app.responses` TypedDict or a pydantic model), or a list of
     one."""
     if get_origin(annotation) is list:
         (annotation,) = get_args(annotation)

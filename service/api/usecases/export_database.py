@@ -8,8 +8,8 @@ import json
 from schedules_db import Store
 from service.api.views import present
 from service.app.admission import target_id_of
+from service.app.responses.interchange import ExportOut, export_json
 from service.web.errors import not_found
-from service.web.responses import ExportOut
 from tuning.publish.interchange import (
     encode_record_line,
     encode_workload_line,
@@ -18,8 +18,8 @@ from tuning.publish.interchange import (
 
 def export_database(store: Store, target: str) -> ExportOut:
     """The successful records of the target named ``target`` (key, label, "host" or JSON) as
-    the text of both files (`service.web.responses.ExportOut`); 404 for a target the store does
-    not know, 422 for one tunehub refuses."""
+    the text of both files (`service.app.responses.interchange.ExportOut`); 404 for a target
+    the store does not know, 422 for one tunehub refuses."""
     target_id = target_id_of(store, target)
     if target_id is None:
         raise not_found("target", target)
@@ -44,11 +44,4 @@ def export_database(store: Store, target: str) -> ExportOut:
                 record.args_info,
             )
         )
-    return {
-        "target": {"key": stored.key, "label": stored.label, "canonical": canonical},
-        "tvm_series": store.series,
-        "workloads": len(workload_lines),
-        "records": len(record_lines),
-        "database_workload.json": "".join(line + "\n" for line in workload_lines),
-        "database_tuning_record.json": "".join(line + "\n" for line in record_lines),
-    }
+    return export_json(stored, store.series, workload_lines, record_lines)

@@ -22,11 +22,16 @@ from schedules_db.values import JobState, NewRecord
 from service.api.usecases.dispatch import dispatch_or_defer
 from service.app.actors import Identity
 from service.app.admission import check_target, record_target, resolve_job_target
+from service.app.responses.interchange import (
+    ImportedJob,
+    ImportOut,
+    import_json,
+    imported_job_json,
+)
 from service.app.untrusted_input import isolated_parser
 from service.shared.queue import JobQueue, queue_name
 from service.web.auth import forbidden
 from service.web.errors import invalid
-from service.web.responses import ImportedJob, ImportOut
 from service.web.schemas import ImportBody
 from service.web.shared_limits import ParseGate, SharedLimits
 from tuning.publish.interchange import (
@@ -49,7 +54,7 @@ def import_database(
     store: Store, queue: JobQueue, limits: SharedLimits, who: Identity, body: ImportBody
 ) -> ImportOut:
     """Store the database's workloads and records for its target and queue the verification of
-    each workload's best; returns what was stored (`service.web.responses.ImportOut`).
+    each workload's best; returns what was stored (`service.app.responses.interchange.ImportOut`).
 
     Refusals: a target tunehub refuses, or one no worker registered without ``admin`` (422);
     0 or more than `MAX_WORKLOADS` workloads, more than `MAX_RECORDS` records, or any bad line,
@@ -92,21 +97,15 @@ def import_database(
         pending = store.jobs.unfinished(workload_id, stored_target.id)
         if not measured or pending is not None:  # a job that will see these records exists
             if pending is not None:
-                jobs.append({"id": pending.id, "workload_id": workload_id, "state": pending.state})
+                jobs.append(imported_job_json(pending.id, workload_id, pending.state))
             continue
         job = store.jobs.create(
             workload_id, stored_target.id, measured, queue_name(stored_target.key), who.name
         )
         if job.state == JobState.QUEUED.value:
             dispatch_or_defer(store, queue, job)
-        jobs.append({"id": job.id, "workload_id": workload_id, "state": job.state})
-    return {
-        "target": {"key": stored_target.key, "label": stored_target.label},
-        "workloads": len(set(workload_ids)),
-        "records_added": added,
-        "records_known": len(records) - added,
-        "jobs": jobs,
-    }
+        jobs.append(imported_job_json(job.id, workload_id, job.state))
+    return import_json(stored_target, len(set(workload_ids)), added, len(records) - added, jobs)
 
 
 def _check_owner(store: Store, who: Identity, parsed: list[ParsedTir]) -> None:

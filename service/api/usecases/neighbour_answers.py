@@ -32,9 +32,9 @@ from schedules_db.values import (
     Workload,
 )
 from service.api.usecases.dispatch import dispatch_or_defer
+from service.app.responses.lookups import TunedScheduleOut, neighbour_answer_json
 from service.shared.queue import JobQueue, queue_name
 from service.shared.settings import Settings
-from service.web.responses import TunedScheduleOut
 from tuning.catalog import get_operator
 from tuning.jail import SandboxError
 from tuning.search.neighbour_match import params_distance, task_kind
@@ -92,44 +92,19 @@ def answer_missing(
         offered = [a for a in answers if a.state == NeighbourState.OFFERED.value]
         if offered:
             answer = _keep_verifying(store, queue, settings, target, workload, offered[-1])
-            reply.schedules[workload.shash] = answer_json(answer, workload.shash, target, series)
+            reply.schedules[workload.shash] = neighbour_answer_json(
+                answer, workload.shash, target, series
+            )
         else:
             to_make.append(workload)
     if not may_make:
         return reply
     for workload, answer in _make(store, target, to_make[:MAX_REQUESTS]):
         answer = _keep_verifying(store, queue, settings, target, workload, answer)
-        reply.schedules[workload.shash] = answer_json(answer, workload.shash, target, series)
+        reply.schedules[workload.shash] = neighbour_answer_json(
+            answer, workload.shash, target, series
+        )
     return reply
-
-
-def answer_json(
-    answer: NeighbourAnswer, shash: str, target: Target, series: str
-) -> TunedScheduleOut:
-    """A neighbour answer in the shape of a verified best (`schedule_reads.TunedSchedule`),
-    marked: ``provenance`` "neighbour", ``verified`` false, the neighbour's schedule and the
-    verifying job. Its ids (``schedule_id``, ``record.record_id``) are the answer's own (it has
-    no artifact); its latency is the neighbour's scaled by FLOP, an estimate."""
-    return {
-        "schedule_id": answer.id,
-        "key": {"workload_shash": shash, "target_key": target.key, "tvm_series": series},
-        "latency_us": answer.latency_us,
-        "space": answer.space,
-        "packed_params": answer.packed_params,
-        "record": {
-            "record_id": answer.id,
-            "trace_json": answer.trace_json,
-            "run_secs": [answer.latency_us / 1e6],
-            "args_info": answer.args_info,
-            "mean_run_us": answer.latency_us,
-            "space": answer.space,
-            "tvm_version": answer.tvm_version,
-        },
-        "provenance": "neighbour",
-        "verified": False,
-        "neighbour_schedule_id": answer.neighbour_schedule_id,
-        "job_id": answer.job_id,
-    }
 
 
 def _sources(

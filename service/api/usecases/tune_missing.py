@@ -12,8 +12,6 @@ a job under way gets no second one. Nothing is written when the request is refus
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from schedules_db import Store
 from schedules_db.keys import target_key
 from schedules_db.reader import SqlScheduleReader
@@ -22,6 +20,7 @@ from service.api.usecases.dispatch import dispatch_or_defer
 from service.api.usecases.neighbour_answers import answer_missing
 from service.app.actors import Identity
 from service.app.admission import admitted_target, check_active_jobs, record_target
+from service.app.responses.lookups import TaskState
 from service.app.untrusted_input import parsed_tasks
 from service.shared.queue import JobQueue, queue_name
 from service.shared.settings import Settings
@@ -31,16 +30,6 @@ from tuning.search.spaces import resolve_space
 from tuning.untrusted.user_tasks import TaskSource
 
 MISSING_TASK_TRIALS = 64  # a sent task's tuning budget (at most the server's max_trials)
-
-
-@dataclass(frozen=True)
-class TaskState:
-    """What answers one sent task now (`service.web.responses.UploadedTaskOut`)."""
-
-    name: str
-    workload: str
-    state: str
-    job_id: int | None
 
 
 def tune_missing(

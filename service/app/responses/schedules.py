@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Literal
 
 from pydantic import Field
 from typing_extensions import TypedDict
 
-from service.web.responses.catalog import TargetOut, WorkloadOut
-from service.web.responses.common import Timestamp
+from schedules_db.values import (
+    Artifact,
+    Record,
+    RecordTrace,
+    Schedule,
+    ScheduleInfo,
+    Target,
+    WorkloadInfo,
+)
+from service.app.responses.catalog import TargetOut, WorkloadOut, target_json, workload_json
+from service.app.responses.common import Timestamp, gflops, iso
+from tuning.hardware.roofline import roofline_us, share_of_roofline
 
 
 class ScheduleKey(TypedDict):
@@ -112,3 +123,70 @@ class WorkloadDetail(WorkloadOut):
     """One workload with its results per target (fastest first; without a best last)."""
 
     targets: list[WorkloadTarget]
+
+
+def schedule_json(
+    schedule: ScheduleInfo,
+    workload: WorkloadInfo,
+    target: Target,
+    artifact: Artifact,
+    record: RecordTrace | Record | None = None,
+) -> ScheduleOut:
+    """A schedule as lists show it (`ScheduleOut`); ``tvm_version`` is the ``record``'s (None
+    without one)."""
+    return {
+        "id": schedule.id,
+        "workload": workload_json(workload),
+        "target": target_json(target),
+        "latency_us": schedule.latency_us,
+        "latency_spread": schedule.latency_spread,
+        "untuned_latency_us": schedule.untuned_latency_us,
+        "gflops": gflops(workload.flop, schedule.latency_us),
+        "roofline_us": (roof := roofline_us(workload.flop, workload.bytes_moved, target)),
+        "of_roofline": share_of_roofline(schedule.latency_us * 1e-6, roof and roof * 1e-6),
+        "speedup_vs_untuned": schedule.untuned_latency_us / schedule.latency_us,
+        "trials": schedule.trials,
+        "max_abs_error": schedule.max_abs_error,
+        "record_id": schedule.record_id,
+        # True when no tuned candidate beat the plain (unscheduled) function: it is served.
+        "plain_function": schedule.record_id is None,
+        "tvm_version": record.tvm_version if record else None,
+        # The space that found it, and how to call its artifact: with packed_params, call each
+        # pack function once on that weight, then "entry" per inference ("main" also works with
+        # the weights as they are, packing inside every call).
+        "space": schedule.space,
+        "packed_params": schedule.packed_params or [],
+        "entry": "main_packed" if schedule.packed_params else "main",
+        # What the schedule is keyed by: it is only ever served for this exact triple.
+        "key": {
+            "workload": workload.shash,
+            "target": target.key,
+            "tvm_series": schedule.tvm_series,
+        },
+        "job_id": schedule.job_id,
+        "created_at": iso(schedule.created_at),
+        "updated_at": iso(schedule.updated_at),
+        "artifact": {
+            "sha256": artifact.sha256,
+            "size": artifact.size,
+            "kind": artifact.kind,
+            "url": f"/api/v1/schedules/{schedule.id}/artifact",
+        },
+    }
+
+
+def schedule_detail_json(
+    schedule: Schedule,
+    workload: WorkloadInfo,
+    target: Target,
+    artifact: Artifact,
+    record: RecordTrace | Record | None,
+) -> ScheduleDetail:
+    """One schedule (`ScheduleDetail`): `schedule_json` with the record's trace (``[[], []]``
+    without a record) and the scheduled TIR. ``GET /schedules/{id}`` writes the same JSON
+    without parsing the trace (`service.api.schedules.schedule_detail_bytes`)."""
+    return {
+        **schedule_json(schedule, workload, target, artifact, record),
+        "trace": json.loads(record.trace_json) if record else [[], []],
+        "tir": schedule.tir,
+    }

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from dataclasses import asdict, dataclass
+from typing import Annotated, Any, Literal, cast
 
 from pydantic import Field
 from typing_extensions import NotRequired, TypedDict
+
+from schedule_reads import TunedRecord, TunedSchedule
+from schedules_db.values import NeighbourAnswer, Target
 
 
 class ScheduleKeyOut(TypedDict):
@@ -107,3 +111,66 @@ class TaskUploadOut(TypedDict):
 
     target: LookupTargetOut
     tasks: list[UploadedTaskOut]
+
+
+# What only a lookup with ``allow_neighbour`` answers of a verified best.
+NEIGHBOUR_ONLY = ("provenance", "verified")
+
+
+def tuned_schedule_json(schedule: TunedSchedule) -> TunedScheduleOut:
+    """A verified best as a lookup answers it (`TunedScheduleOut`), without `NEIGHBOUR_ONLY`:
+    `schedule_reads.TunedSchedule` is the shape `TunedScheduleOut` documents (their fields are
+    held equal by tests/service/test_response_schemas.py)."""
+    return cast(
+        TunedScheduleOut,
+        {k: v for k, v in asdict(schedule).items() if k not in NEIGHBOUR_ONLY},
+    )
+
+
+def tuned_record_json(record: TunedRecord) -> TunedRecordOut:
+    """A successful record as ``/top-records`` answers it (`TunedRecordOut`, the same fields)."""
+    return cast(TunedRecordOut, asdict(record))
+
+
+@dataclass(frozen=True)
+class TaskState:
+    """What answers one sent task now (`UploadedTaskOut`, the same fields)."""
+
+    name: str
+    workload: str
+    state: str
+    job_id: int | None
+
+
+def uploaded_task_json(state: TaskState) -> UploadedTaskOut:
+    """One sent task's state as ``POST /tasks`` answers it (`UploadedTaskOut`)."""
+    return cast(UploadedTaskOut, asdict(state))
+
+
+def neighbour_answer_json(
+    answer: NeighbourAnswer, shash: str, target: Target, series: str
+) -> TunedScheduleOut:
+    """A neighbour answer in the shape of a verified best (`schedule_reads.TunedSchedule`),
+    marked: ``provenance`` "neighbour", ``verified`` false, the neighbour's schedule and the
+    verifying job. Its ids (``schedule_id``, ``record.record_id``) are the answer's own (it has
+    no artifact); its latency is the neighbour's scaled by FLOP, an estimate."""
+    return {
+        "schedule_id": answer.id,
+        "key": {"workload_shash": shash, "target_key": target.key, "tvm_series": series},
+        "latency_us": answer.latency_us,
+        "space": answer.space,
+        "packed_params": answer.packed_params,
+        "record": {
+            "record_id": answer.id,
+            "trace_json": answer.trace_json,
+            "run_secs": [answer.latency_us / 1e6],
+            "args_info": answer.args_info,
+            "mean_run_us": answer.latency_us,
+            "space": answer.space,
+            "tvm_version": answer.tvm_version,
+        },
+        "provenance": "neighbour",
+        "verified": False,
+        "neighbour_schedule_id": answer.neighbour_schedule_id,
+        "job_id": answer.job_id,
+    }

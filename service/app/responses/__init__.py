@@ -1,15 +1,15 @@
-"""The response bodies of the API, each declared once, as a TypedDict: the builders that write
-them (`service.web.builders`, `service.api.views`, the use cases) return these types, so mypy
+"""The response bodies of the API, one module per resource: each declared once, as a TypedDict,
+with the pure builders that write it beside it (values of the store in, the type out), so mypy
 checks every key and value they write, and ``/openapi.json`` documents the same types (pydantic
-reads a TypedDict as it reads a model).
+reads a TypedDict as it reads a model). The reads behind them are `service.app.views`'.
 
 Each declares its keys in the order the route answers them, so FastAPI's validation and
 serialisation keep every key, its order and its value (tests/service/test_response_schemas.py
 runs the builders' output through them). Two conventions keep values as the builders write
 them:
 
-* timestamps stay the strings `service.web.builders.iso` writes (`Timestamp`: documented as
-  ``date-time``; a ``datetime`` field would re-format them);
+* timestamps stay the strings `service.app.responses.common.iso` writes (`Timestamp`:
+  documented as ``date-time``; a ``datetime`` field would re-format them);
 * a setting that may be an integer or a float is a `Number` (a ``float`` field would turn ``0``
   into ``0.0``).
 
@@ -17,11 +17,12 @@ The hot read routes (``GET /jobs/{id}``, ``GET /schedules``, ``GET /schedules/{i
 pre-serialised JSON (`service.web.fast_json`): their types document them, FastAPI does not
 re-validate a returned `Response`. A key only some answers carry is `NotRequired`.
 
-One module per resource; every type is importable from this package."""
+Every type is importable from this package; the modules of the package import one another by
+module, never from here."""
 
 from __future__ import annotations
 
-from service.web.responses.catalog import (
+from service.app.responses.catalog import (
     HostTarget,
     JobExample,
     JobOperator,
@@ -33,17 +34,17 @@ from service.web.responses.catalog import (
     TargetsOut,
     WorkloadOut,
 )
-from service.web.responses.common import JobStateName, Number, Timestamp
-from service.web.responses.fleet import Health, Limits, MeOut, WorkerOut
-from service.web.responses.interchange import (
+from service.app.responses.common import JobStateName, Number, Timestamp
+from service.app.responses.fleet import Health, Limits, MeOut, WorkerOut
+from service.app.responses.interchange import (
     ExportOut,
     ExportTarget,
     ImportedJob,
     ImportOut,
     ImportTarget,
 )
-from service.web.responses.jobs import JobOut, JobProgress
-from service.web.responses.lookups import (
+from service.app.responses.jobs import JobOut, JobProgress
+from service.app.responses.lookups import (
     LookupOut,
     LookupTargetOut,
     ScheduleKeyOut,
@@ -52,7 +53,7 @@ from service.web.responses.lookups import (
     TunedScheduleOut,
     UploadedTaskOut,
 )
-from service.web.responses.model_jobs import (
+from service.app.responses.model_jobs import (
     ModelFormat,
     ModelInputOut,
     ModelOut,
@@ -63,7 +64,7 @@ from service.web.responses.model_jobs import (
     ModelTaskJob,
     ModelTaskOut,
 )
-from service.web.responses.schedules import (
+from service.app.responses.schedules import (
     ArtifactRef,
     CurvePointOut,
     ScheduleDetail,

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
 from pydantic import Field
 from typing_extensions import TypedDict
+
+from schedules_db.values import Target, WorkloadInfo
+from tuning.hardware.roofline import Bandwidth
 
 
 class TargetBandwidth(TypedDict):
@@ -109,3 +113,41 @@ class JobOperator(TypedDict):
 
     name: str | None
     params: dict[str, Any]
+
+
+def target_json(target: Target) -> TargetOut:
+    """A target as the API shows it (`TargetOut`)."""
+    return {
+        "key": target.key,
+        "label": target.label,
+        "kind": target.kind,
+        "canonical": json.loads(target.canonical_json),
+        "fingerprint": target.fingerprint,
+        "peak_gflops": target.peak_gflops,
+        "bandwidth": bandwidth_json(Bandwidth.of(target)),
+    }
+
+
+def bandwidth_json(bandwidth: Bandwidth | None) -> TargetBandwidth | None:
+    """A target's measured bandwidth (`TargetBandwidth`), or None."""
+    if bandwidth is None:
+        return None
+    return {
+        "cache_gbps": bandwidth.cache_gbps,
+        "memory_gbps": bandwidth.memory_gbps,
+        "cache_bytes": bandwidth.cache_bytes,
+        "llc_gbps": bandwidth.llc_gbps,
+        "llc_bytes": bandwidth.llc_bytes,
+    }
+
+
+def workload_json(workload: WorkloadInfo) -> WorkloadOut:
+    """A workload as the API shows it (`WorkloadOut`)."""
+    return {
+        "id": workload.id,
+        "structural_hash": workload.shash,
+        "operator": workload.operator,
+        "params": workload.params,
+        "flop": workload.flop,
+        "bytes_moved": workload.bytes_moved,
+    }
