@@ -5,8 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from service.api.deps import SettingsDep, StoreDep
-from service.api.views import live_target_ids
 from service.app.responses.catalog import OperatorOut, TargetsOut, target_json
+from service.app.views.jobs import live_target_ids
 from service.web.auth import AnyReader
 from service.web.strict_input import StrictRoute
 from tuning.catalog import list_operators

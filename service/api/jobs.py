@@ -18,8 +18,9 @@ from service.api.deps import LimitsDep, QueueDep, ServicesDep, SettingsDep, Stor
 from service.api.paging import PAGE_HEADERS, Paging, page_headers
 from service.api.usecases.cancel_job import cancel_job as cancel
 from service.api.usecases.create_job import create_job as create
-from service.api.views import job_view, job_with_parts, live_target_ids, present
 from service.app.responses.jobs import JobOut
+from service.app.rows import present
+from service.app.views.jobs import job_view, job_with_parts, live_target_ids
 from service.web.auth import AnyReader, Submitter
 from service.web.errors import not_found, responses
 from service.web.fast_json import json_answer, json_bytes

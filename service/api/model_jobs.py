@@ -9,11 +9,11 @@ from starlette.concurrency import run_in_threadpool
 
 from service.api.deps import BlobsDep, LimitsDep, QueueDep, ServicesDep, SettingsDep, StoreDep
 from service.api.files import STORE_FAILURES, artifact_response
-from service.api.model_views import model_view
 from service.api.usecases.cancel_model import cancel_model as cancel
 from service.api.usecases.create_model import create_model as create
-from service.api.views import present
 from service.app.responses.model_jobs import ModelOut
+from service.app.rows import present
+from service.app.views.models import model_view
 from service.web.auth import AnyReader, CodeSubmitter, Submitter
 from service.web.errors import not_found, responses
 from service.web.refusals import ISOLATION_RESPONSES, Refusal, refusal_schema

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request
@@ -15,12 +16,11 @@ from service.api.deps import ServicesDep, StoreDep
 from service.api.files import STORE_FAILURES, artifact_response
 from service.api.paging import PAGE_HEADERS, Paging, page_headers
 from service.api.usecases.best_schedule import NOT_TUNED, best_schedule
-from service.api.views import schedule_detail_bytes
 from service.app.admission import target_id_of
 from service.app.responses.schedules import ScheduleDetail, ScheduleOut, schedule_json
 from service.web.auth import AnyReader
 from service.web.errors import not_found, responses
-from service.web.fast_json import json_answer, json_bytes
+from service.web.fast_json import compact_json, json_answer, json_bytes, with_raw_fields
 from service.web.reads import lookup
 from service.web.schemas import SHASH_PATTERN, OptionalTargetQuery, RowId, TargetQuery
 from service.web.strict_input import StrictRoute
@@ -58,6 +58,15 @@ class NotTunedOut(BaseModel):
 BEST_RESPONSES: dict[int | str, dict[str, Any]] = {
     404: {"model": NotTunedOut, "description": "Nothing verified for this key (type not_tuned)"}
 }
+
+
+def schedule_detail_bytes(parts: lookups.ScheduleDetail) -> bytes:
+    """A schedule as `service.app.responses.schedules.schedule_detail_json` shows it, as JSON
+    bytes: the stored trace text goes in as it is (compacted once per text), not parsed and
+    re-serialised."""
+    body = schedule_json(*parts)
+    trace = compact_json(parts.record.trace_json) if parts.record else "[[],[]]"
+    return with_raw_fields(body, {"trace": trace, "tir": json.dumps(parts.schedule.tir)})
 
 
 @router.get(

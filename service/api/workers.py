@@ -5,8 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from service.api.deps import SettingsDep, StoreDep
-from service.api.views import workers_view
 from service.app.responses.fleet import WorkerOut
+from service.app.views.fleet import workers_view
 from service.web.auth import AnyReader
 from service.web.strict_input import StrictRoute
 

@@ -9,11 +9,12 @@ from starlette.concurrency import run_in_threadpool
 
 from schedules_db import browse
 from service.api.deps import StoreDep
-from service.api.views import present, schedule_view
 from service.app.admission import target_id_of
 from service.app.responses.catalog import WorkloadOut, target_json, workload_json
 from service.app.responses.common import iso
 from service.app.responses.schedules import CurvePointOut, WorkloadDetail, WorkloadTarget
+from service.app.rows import present
+from service.app.views.schedules import schedule_view
 from service.web.auth import AnyReader
 from service.web.errors import not_found, responses
 from service.web.schemas import RowId, TargetQuery

@@ -1,5 +1,5 @@
 """The dashboard's pages: server-rendered HTML over the same store reads and views as the JSON
-API (`schedules_db.browse`, `schedules_db.lookups`, `service.api.views`), so a page and the
+API (`schedules_db.browse`, `schedules_db.lookups`, `service.app.views`), so a page and the
 API never disagree. Tables, filters, sorting and paging work without script (plain GET forms
 and links: the filter state is the URL); small scripts in ``static/`` draw the plots and
 follow running jobs over the API (`service.dashboard.templates`)."""
@@ -23,11 +23,12 @@ from schedules_db.tables import utcnow
 from schedules_db.tokens import ADMIN, SCOPES, SUBMIT, SUBMIT_CODE
 from schedules_db.values import FINAL_STATES, JobState
 from service.api.deps import ServicesDep
-from service.api.model_views import model_view
-from service.api.views import job_with_parts, live_target_ids, workers_view
 from service.app.actors import Identity
 from service.app.admission import target_id_of
 from service.app.responses.schedules import schedule_json
+from service.app.views.fleet import workers_view
+from service.app.views.jobs import job_with_parts, live_target_ids
+from service.app.views.models import model_view
 from service.dashboard.formatting import FILTERS
 from service.dashboard.highlight import highlight_json, highlight_python
 from service.web.auth import viewer

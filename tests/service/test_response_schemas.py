@@ -20,12 +20,14 @@ from typing_extensions import NotRequired, get_type_hints, is_typeddict
 
 from schedule_reads import ScheduleKey, TunedRecord, TunedSchedule
 from schedules_db import Store, lookups, make_engine, upgrade_schema
-from service.api.views import job_view, schedule_detail_bytes, schedule_view
+from service.api.schedules import schedule_detail_bytes
 from service.app import responses
 from service.app.responses.catalog import target_json, workload_json
 from service.app.responses.jobs import job_json
 from service.app.responses.lookups import TaskState
 from service.app.responses.schedules import schedule_detail_json, schedule_json
+from service.app.views.jobs import job_view
+from service.app.views.schedules import schedule_view
 from service.entry.app import create_app
 from service.shared.settings import Settings
 from service.web.schemas import ImportBody

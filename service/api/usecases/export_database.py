@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 
 from schedules_db import Store
-from service.api.views import present
 from service.app.admission import target_id_of
 from service.app.responses.interchange import ExportOut, export_json
+from service.app.rows import present
 from service.web.errors import not_found
 from tuning.publish.interchange import (
     encode_record_line,

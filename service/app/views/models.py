@@ -1,12 +1,12 @@
-"""How the routes show a whole-model job: its tasks with their jobs' progress, its compile and
-what it measured (the JSON `service.web.responses.ModelOut` documents)."""
+"""How a whole-model job is shown: its tasks with their jobs' progress, its compile and what it
+measured, read from the store and built by `service.app.responses.model_jobs.model_json`."""
 
 from __future__ import annotations
 
 from schedules_db import Store
 from schedules_db.values import ModelJob
-from service.api.views import present
 from service.app.responses.model_jobs import ModelOut, model_json
+from service.app.rows import present
 
 
 def model_view(store: Store, model: ModelJob, with_tasks: bool = True) -> ModelOut:
