@@ -1,14 +1,15 @@
 """``/api/v1/export`` and ``/api/v1/import``: plain MetaSchedule JSON databases in and out
-(`service.api.usecases.export_database`, `service.api.usecases.import_database`)."""
+(`service.app.usecases.export_database`, `service.app.usecases.import_database`)."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter
 
 from service.api.deps import LimitsDep, QueueDep, StoreDep
-from service.api.usecases.export_database import export_database as export
-from service.api.usecases.import_database import import_database as import_
 from service.app.responses.interchange import ExportOut, ImportOut
+from service.app.usecases.export_database import export_database as export
+from service.app.usecases.import_database import DatabaseImport
+from service.app.usecases.import_database import import_database as import_
 from service.web.auth import AnyReader, CodeSubmitter
 from service.web.errors import responses
 from service.web.refusals import ISOLATION_RESPONSES
@@ -36,4 +37,5 @@ def import_database(
     of each workload's best. Needs ``submit-code`` (it carries modules and traces). Any bad
     line is a 422 naming the file and line, a workload another identity owns a 403
     ``not_owner``; nothing is written then."""
-    return import_(store, queue, limits, who, body)
+    request = DatabaseImport(body.target, body.workloads, body.records)
+    return import_(store, queue, limits, who, request)

@@ -16,10 +16,11 @@ from schedules_db import browse, lookups
 from schedules_db.values import FINAL_STATES, JobState
 from service.api.deps import LimitsDep, QueueDep, ServicesDep, SettingsDep, StoreDep
 from service.api.paging import PAGE_HEADERS, Paging, page_headers
-from service.api.usecases.cancel_job import cancel_job as cancel
-from service.api.usecases.create_job import create_job as create
 from service.app.responses.jobs import JobOut
 from service.app.rows import present
+from service.app.usecases.cancel import cancel_job as cancel
+from service.app.usecases.create_job import JobRequest, OperatorChoice, TirSource
+from service.app.usecases.create_job import create_job as create
 from service.app.views.jobs import job_view, job_with_parts, live_target_ids
 from service.web.auth import AnyReader, Submitter
 from service.web.errors import not_found, responses
@@ -50,7 +51,26 @@ def create_job(
     identity at its cap of queued + running jobs gets a 429. The job is the caller's:
     ``submitted_by`` is the identity (the body's field is accepted and ignored).
     """
-    return job_view(store, settings, create(store, queue, settings, limits, who, body))
+    return job_view(
+        store, settings, create(store, queue, settings, limits, who, _job_request(body))
+    )
+
+
+def _job_request(body: JobCreate) -> JobRequest:
+    """The use case's input (``submitted_by`` is ignored: the job is the caller's)."""
+    return JobRequest(
+        target=body.target,
+        trials=body.trials,
+        operator=(
+            OperatorChoice(body.operator.name, body.operator.params)
+            if body.operator is not None
+            else None
+        ),
+        tir=TirSource(body.tir.format, body.tir.source) if body.tir is not None else None,
+        priority=body.priority,
+        transfer_cost_model=body.transfer_cost_model,
+        space=body.space,
+    )
 
 
 # A job's schedule, once it succeeded: read from the first job of a page. (Declared so that a

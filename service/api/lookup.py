@@ -5,7 +5,7 @@ light client's reader (`service.client.reader`) answers what the server's would:
 and successful records of one target, in the server's TVM series only, never across targets.
 A lookup of a whole model's workloads is one request. With ``allow_neighbour`` a known
 workload without a verified best is answered at once with its nearest tuned neighbour's
-schedule, refitted and marked unverified (`service.api.usecases.neighbour_answers`).
+schedule, refitted and marked unverified (`service.app.usecases.neighbour_answers`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from fastapi import APIRouter, Query
 from schedules_db.reader import SqlScheduleReader
 from schedules_db.tokens import SUBMIT
 from service.api.deps import QueueDep, SettingsDep, StoreDep
-from service.api.usecases.neighbour_answers import answer_missing
 from service.app.admission import lookup_target
 from service.app.responses.lookups import (
     LookupOut,
@@ -25,6 +24,7 @@ from service.app.responses.lookups import (
     tuned_record_json,
     tuned_schedule_json,
 )
+from service.app.usecases.neighbour_answers import answer_missing
 from service.web.auth import AnyReader, PostedReader
 from service.web.schemas import SHASH_PATTERN, LookupBody
 from service.web.strict_input import StrictRoute

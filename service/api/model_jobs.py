@@ -9,16 +9,18 @@ from starlette.concurrency import run_in_threadpool
 
 from service.api.deps import BlobsDep, LimitsDep, QueueDep, ServicesDep, SettingsDep, StoreDep
 from service.api.files import STORE_FAILURES, artifact_response
-from service.api.usecases.cancel_model import cancel_model as cancel
-from service.api.usecases.create_model import create_model as create
 from service.app.responses.model_jobs import ModelOut
 from service.app.rows import present
+from service.app.usecases.cancel import cancel_model as cancel
+from service.app.usecases.create_model import ModelRequest
+from service.app.usecases.create_model import create_model as create
 from service.app.views.models import model_view
 from service.web.auth import AnyReader, CodeSubmitter, Submitter
 from service.web.errors import not_found, responses
 from service.web.refusals import ISOLATION_RESPONSES, Refusal, refusal_schema
 from service.web.schemas import ModelCreate, RowId
 from service.web.strict_input import StrictRoute
+from tuning.models.inputs import ModelInput
 
 router = APIRouter(prefix="/models", tags=["models"], route_class=StrictRoute)
 
@@ -52,7 +54,21 @@ def create_model(
     its share of ``trials``; a worker of the target compiles the whole model once every task
     job is final. Needs ``submit-code`` (the file is user code). Nothing is written when any
     field is invalid or the parser refuses the model (422 naming ``source`` or ``inputs``)."""
-    return model_view(store, create(store, queue, settings, blobs, limits, who, body))
+    return model_view(
+        store, create(store, queue, settings, blobs, limits, who, _model_request(body))
+    )
+
+
+def _model_request(body: ModelCreate) -> ModelRequest:
+    """The use case's input: the body's values, its inputs as `tuning.models.inputs.ModelInput`."""
+    return ModelRequest(
+        name=body.name,
+        format=body.format,
+        source=body.source,
+        inputs=[ModelInput(i.name, tuple(i.shape), i.dtype) for i in body.inputs],
+        target=body.target,
+        trials=body.trials,
+    )
 
 
 @router.get("", response_model=list[ModelOut])

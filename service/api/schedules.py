@@ -15,9 +15,10 @@ from schedules_db.browse import ScheduleFilter
 from service.api.deps import ServicesDep, StoreDep
 from service.api.files import STORE_FAILURES, artifact_response
 from service.api.paging import PAGE_HEADERS, Paging, page_headers
-from service.api.usecases.best_schedule import NOT_TUNED, best_schedule
 from service.app.admission import target_id_of
+from service.app.refusals import NOT_TUNED
 from service.app.responses.schedules import ScheduleDetail, ScheduleOut, schedule_json
+from service.app.usecases.best_schedule import best_schedule
 from service.web.auth import AnyReader
 from service.web.errors import not_found, responses
 from service.web.fast_json import compact_json, json_answer, json_bytes, with_raw_fields

@@ -26,6 +26,7 @@ from service.api.deps import ServicesDep
 from service.app.actors import Identity
 from service.app.admission import target_id_of
 from service.app.responses.schedules import schedule_json
+from service.app.usecases.cancel import may_cancel
 from service.app.views.fleet import workers_view
 from service.app.views.jobs import job_with_parts, live_target_ids
 from service.app.views.models import model_view
@@ -259,7 +260,7 @@ def job(
         "job.html",
         j=shown,
         final=final,
-        may_cancel=not final and who.can(SUBMIT) and who.owns(shown["submitted_by"]),
+        may_cancel=may_cancel(who, parts.job),
     )
 
 

@@ -6,7 +6,7 @@ lost (a SQLite-broker message delivered to a worker that was SIGKILLed stays inv
 (3) wakes a worker for each model ready to compile (every task job final, or its compiling
 worker gone) whose last wake-up is older than that delay, and (4) deletes delivered messages
 that the SQLite broker keeps. Jobs are sent as the routes send
-them (`service.api.usecases.dispatch`); a broker that is down ends a sweep, and the next one
+them (`service.app.usecases.dispatch`); a broker that is down ends a sweep, and the next one
 retries. Every ``gc_every_s`` it also collects the artifact store's garbage
 (`schedules_db.blobs.collect`).
 
@@ -32,7 +32,8 @@ from sqlalchemy import create_engine, text
 from schedules_db.blobs import BlobStore, collect_garbage
 from schedules_db.store import Store
 from schedules_db.tables import utcnow
-from service.api.usecases.dispatch import dispatch, wake_compile
+from service.app.usecases.cancel import cancel_abandoned_models
+from service.app.usecases.dispatch import dispatch, wake_compile
 from service.shared.queue import JobQueue
 from service.shared.settings import Settings
 
@@ -91,7 +92,7 @@ class Reaper(threading.Thread):
         for job in resend.values():
             dispatch(self.store, self.queue, job)  # a broker that is down ends the sweep
         stale_after = timedelta(seconds=self.settings.stale_after_s)
-        for model_id in self.store.models.cancel_abandoned(stale_after):
+        for model_id in cancel_abandoned_models(self.store, stale_after):
             log.warning("model %s: cancelled while its compiling worker was lost", model_id)
         models = self.store.models.not_woken_since(cutoff, stale_after)
         for model in models:

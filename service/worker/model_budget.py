@@ -1,14 +1,16 @@
 """A model's second round: the trials its creation held back go to the tasks furthest from their
 roofline, weighted by how often the model runs them.
 
-A model's first round splits part of its budget by the tasks' work (`split_budget` in the API's
-use case: FLOP, the only thing known before anything is measured). Once every task's job is
-final, the worker that claims the compile spends the reserve first: each task's gap is
-``weight x (latency - roofline)`` of its verified best (its whole time when the target's roofline
-is unknown; none when it is at `AT_ROOFLINE` of it), and the reserve goes by gap, so a softmax
-that holds 9% of the model's time at 10% of its roofline gets trials that a matmul at 90% of
-peak would waste. Each task given trials gets a job that continues its budget from its stored
-records; the model compiles when those are final too.
+A model's first round splits part of its budget by the tasks' work (`split_budget` in the
+application layer's use case, `service.app.usecases.create_model`: FLOP, the only thing known
+before anything is measured). Once every task's job is final, the worker that claims the
+compile spends the reserve first: each task's gap is ``weight x (latency - roofline)`` of its
+verified best (its whole time when the target's roofline is unknown; none when it is at
+`AT_ROOFLINE` of it), and the reserve goes by gap, so a softmax that holds 9% of the model's
+time at 10% of its roofline gets trials that a matmul at 90% of peak would waste. Each task
+given trials gets a job that continues its budget from its stored records; the model compiles
+when those are final too; jobs it made and cannot give a compile another worker took are
+cancelled as every cancel is (`service.app.usecases.cancel`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import logging
 
 from schedules_db.store import Store
 from schedules_db.values import JobState, ModelJob
+from service.app.usecases.cancel import cancel_job
 from tuning.hardware.roofline import at_roofline, roofline_us
 
 log = logging.getLogger("tunehub.worker")
@@ -92,7 +95,7 @@ def spend_reserve(store: Store, model: ModelJob, worker: str) -> list[int]:
             jobs[task.id] = (job.id, extra[task.id])
     if not store.models.continue_tasks(model.id, worker, jobs):
         for job_id, _ in jobs.values():  # the compile is another worker's now: none of ours
-            store.jobs.request_cancel(job_id)
+            cancel_job(store, None, None, job_id)
         return []
     if jobs:
         log.info("model %s: %d reserved trials to %d tasks by their gap to the roofline: %s",

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from schedules_db import Store, make_engine
-from service.api.usecases.create_model import first_round_trials
+from service.app.usecases.create_model import first_round_trials
 from service.entry.app import create_app
 from service.shared.settings import Settings
 from service.worker.execution import WorkerContext, run_job, run_next

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from schedules_db import Store, make_engine
-from service.api.usecases.create_model import split_budget
+from service.app.usecases.create_model import split_budget
 from service.client import TunehubClient
 from service.client.relax_build import build
 from service.client.tvm_database import TunehubDatabase

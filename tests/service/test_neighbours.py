@@ -22,7 +22,7 @@ from tvm.s_tir.meta_schedule.tir_integration import compile_tir
 
 from schedules_db import Store, make_engine
 from schedules_db.values import NewNeighbourAnswer
-from service.api.usecases.neighbour_answers import NEIGHBOUR_PRIORITY
+from service.app.usecases.neighbour_answers import NEIGHBOUR_PRIORITY
 from service.client import TunehubClient
 from service.client.tvm_database import TunehubDatabase
 from service.entry.app import create_app

@@ -1,40 +1,72 @@
 """Creating a tuning job: check the caller's rights and quotas, resolve the target, build the
 workload (a catalog operator, or raw TIR parsed in isolation), record the job and send it.
 
-Everything is validated before anything is written: an invalid field is a 422 and the store is
-left as it was (only the target and workload rows a valid job needs are created).
+Everything is validated before anything is written: an invalid field is an `InvalidInput` (a
+422) and the store is left as it was (only the target and workload rows a valid job needs are
+created).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
 
 from pydantic import ValidationError
 
 from schedules_db import Store
 from schedules_db.tokens import ADMIN, SUBMIT_CODE
 from schedules_db.values import Job, JobState
-from service.api.usecases.dispatch import dispatch_or_defer
 from service.app.actors import Identity, require
 from service.app.admission import admitted_target, check_active_jobs, record_target
+from service.app.ports import SubmissionLimits
+from service.app.refusals import InvalidFields, InvalidInput
 from service.app.untrusted_input import parsed_tir
+from service.app.usecases.dispatch import dispatch_or_defer
 from service.shared.queue import JobQueue, queue_name
 from service.shared.settings import Settings
-from service.web.errors import invalid, prefixed
-from service.web.schemas import JobCreate, OperatorSpec, TirSpec
-from service.web.shared_limits import SharedLimits
 from tuning.catalog import get_operator, list_operators
 from tuning.catalog.workload import WorkloadSpec, catalog_workload
 from tuning.search.spaces import SpaceError, resolve_space
+
+
+@dataclass(frozen=True)
+class OperatorChoice:
+    """A catalog operator and its parameters (validated by the operator's own model)."""
+
+    name: str
+    params: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class TirSource:
+    """Raw TIR: its format (``tvmscript`` or ``json``) and text."""
+
+    format: str
+    source: str
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    """What a job submission asks for: exactly one of ``operator`` and ``tir``."""
+
+    target: str | dict[str, Any]
+    trials: int
+    operator: OperatorChoice | None = None
+    tir: TirSource | None = None
+    priority: int = 0
+    transfer_cost_model: bool = True
+    space: str = "auto"
 
 
 def create_job(
     store: Store,
     queue: JobQueue,
     settings: Settings,
-    limits: SharedLimits,
+    limits: SubmissionLimits,
     who: Identity,
-    body: JobCreate,
+    request: JobRequest,
 ) -> Job:
-    """Record the job ``body`` describes for ``who`` and hand it to its target's queue; returns
+    """Record the job ``request`` describes for ``who`` and hand it to its target's queue; returns
     the job as stored (``succeeded`` with ``cache_hit`` at once when a verified best already
     covers the budget, else ``queued``).
 
@@ -44,16 +76,16 @@ def create_job(
     target no worker registered without ``admin`` (422); then the workload and its space (422;
     raw TIR: 429/503 when no isolated parser is free or available). ``submitted_by`` is ``who``.
     """
-    _check_rights(body, who)
-    target = admitted_target(store, settings, who, body.trials, body.target)
-    if body.tir is not None:
-        workload = _tir_workload(limits, body.tir, who.limit_key)
+    _check_rights(request, who)
+    target = admitted_target(store, settings, who, request.trials, request.target)
+    if request.tir is not None:
+        workload = _tir_workload(limits, request.tir, who.limit_key)
     else:
-        assert body.operator is not None  # JobCreate holds exactly one of the two
-        workload = _catalog_workload(body.operator)
-    space = _job_space(body, target.kind)
+        assert request.operator is not None  # a request holds exactly one of the two
+        workload = _catalog_workload(request.operator)
+    space = _job_space(request, target.kind)
 
-    stored_target = record_target(store, body.target, target)
+    stored_target = record_target(store, request.target, target)
     stored_workload = store.catalog.get_or_create_workload(
         workload.shash,
         workload.mod_json,
@@ -69,13 +101,13 @@ def create_job(
         job = store.jobs.create(
             stored_workload.id,
             stored_target.id,
-            body.trials,
+            request.trials,
             queue_name(stored_target.key),
             who.name,
-            body.priority,
-            body.transfer_cost_model,
+            request.priority,
+            request.transfer_cost_model,
             space,
-            space_must_match=body.space != "auto",
+            space_must_match=request.space != "auto",
         )
     if job.state == JobState.QUEUED.value:
         dispatch_or_defer(store, queue, job)
@@ -84,18 +116,18 @@ def create_job(
     return created
 
 
-def _check_rights(body: JobCreate, who: Identity) -> None:
-    if body.tir is not None:
+def _check_rights(request: JobRequest, who: Identity) -> None:
+    if request.tir is not None:
         require(who, SUBMIT_CODE, ("body", "tir"), "a raw TIR job")
-    if body.priority > 0:
+    if request.priority > 0:
         require(who, ADMIN, ("body", "priority"), "a priority above 0")
 
 
-def _catalog_workload(spec: OperatorSpec) -> WorkloadSpec:
+def _catalog_workload(spec: OperatorChoice) -> WorkloadSpec:
     op = get_operator(spec.name)
     if op is None:
         known = ", ".join(o.name for o in list_operators())
-        raise invalid(
+        raise InvalidInput(
             ("body", "operator", "name"),
             f"unknown operator {spec.name!r}; known: {known}",
             "unknown_operator",
@@ -104,22 +136,24 @@ def _catalog_workload(spec: OperatorSpec) -> WorkloadSpec:
     try:
         params = op.Params.model_validate(spec.params)
     except ValidationError as err:
-        raise prefixed(err.errors(include_url=False), ("body", "operator", "params")) from None
+        raise InvalidFields(err.errors(include_url=False), ("body", "operator", "params")) from None
     return catalog_workload(op.name, params)
 
 
-def _job_space(body: JobCreate, target_kind: str) -> str:
+def _job_space(request: JobRequest, target_kind: str) -> str:
     """The search space the job gets (``auto`` resolved); a 422 when ``packed`` is asked for a
     workload without weights or a target that is not a CPU."""
-    op = get_operator(body.operator.name) if body.operator is not None else None
+    op = get_operator(request.operator.name) if request.operator is not None else None
     constant_operands = op.constant_operands if op is not None else ()
     try:
-        return resolve_space(body.space, constant_operands, target_kind)
+        return resolve_space(request.space, constant_operands, target_kind)
     except SpaceError as err:
-        raise invalid(("body", "space"), str(err), "space_unavailable", body.space) from None
+        raise InvalidInput(
+            ("body", "space"), str(err), "space_unavailable", request.space
+        ) from None
 
 
-def _tir_workload(limits: SharedLimits, tir: TirSpec, who: str) -> WorkloadSpec:
+def _tir_workload(limits: SubmissionLimits, tir: TirSource, who: str) -> WorkloadSpec:
     """Raw TIR, parsed and re-derived in isolated children (never in the service's own)."""
     parsed = parsed_tir(limits.parses, tir.format, tir.source, ("body", "tir", "source"), who)
     return WorkloadSpec(

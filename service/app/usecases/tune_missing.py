@@ -12,43 +12,52 @@ a job under way gets no second one. Nothing is written when the request is refus
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from schedules_db import Store
 from schedules_db.keys import target_key
 from schedules_db.reader import SqlScheduleReader
 from schedules_db.values import JobState
-from service.api.usecases.dispatch import dispatch_or_defer
-from service.api.usecases.neighbour_answers import answer_missing
 from service.app.actors import Identity
 from service.app.admission import admitted_target, check_active_jobs, record_target
+from service.app.ports import SubmissionLimits
 from service.app.responses.lookups import TaskState
 from service.app.untrusted_input import parsed_tasks
+from service.app.usecases.dispatch import dispatch_or_defer
+from service.app.usecases.neighbour_answers import answer_missing
 from service.shared.queue import JobQueue, queue_name
 from service.shared.settings import Settings
-from service.web.schemas import TaskUploadBody
-from service.web.shared_limits import SharedLimits
 from tuning.search.spaces import resolve_space
 from tuning.untrusted.user_tasks import TaskSource
 
 MISSING_TASK_TRIALS = 64  # a sent task's tuning budget (at most the server's max_trials)
 
 
+@dataclass(frozen=True)
+class TaskUpload:
+    """The tasks a build sends, each its fused function's name and module, for a target."""
+
+    target: str | dict[str, Any]
+    tasks: list[TaskSource]
+
+
 def tune_missing(
     store: Store,
     queue: JobQueue,
     settings: Settings,
-    limits: SharedLimits,
+    limits: SubmissionLimits,
     who: Identity,
-    body: TaskUploadBody,
+    request: TaskUpload,
 ) -> tuple[str, str | None, list[TaskState]]:
-    """Store and answer the tasks of ``body`` for ``who``; (target key, label, each task's
+    """Store and answer the tasks of ``request`` for ``who``; (target key, label, each task's
     state). Refusals, in order: ``who`` at its cap of active jobs, or without room for a job
     per task without a verified best (429); a target tunehub refuses or no worker registered
     (422); a task the isolated parser refuses (422 at ``tasks``, naming the task); no free or
     available parser (429/503). Needs ``submit-code`` (the route's)."""
     trials = min(MISSING_TASK_TRIALS, settings.max_trials)
-    target = admitted_target(store, settings, who, trials, body.target)
-    sources = [TaskSource(task.name, task.module) for task in body.tasks]
-    parsed = parsed_tasks(limits.parses, sources, who.limit_key)
+    target = admitted_target(store, settings, who, trials, request.target)
+    parsed = parsed_tasks(limits.parses, request.tasks, who.limit_key)
     reader = SqlScheduleReader(store)
     key = target_key(target.canonical)
     tuned = reader.lookup(key, [task.shash for task in parsed])
@@ -60,7 +69,7 @@ def tune_missing(
         check_active_jobs(
             store.jobs.count_unfinished(who.name) + len(untuned) - 1, settings.max_active_jobs
         )
-        stored_target = record_target(store, body.target, target)
+        stored_target = record_target(store, request.target, target)
         workloads = {
             task.shash: store.catalog.get_or_create_workload(
                 task.shash, task.mod_json, None, {"task": task.name}, task.flop, owner=who.name

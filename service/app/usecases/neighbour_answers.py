@@ -31,8 +31,8 @@ from schedules_db.values import (
     Target,
     Workload,
 )
-from service.api.usecases.dispatch import dispatch_or_defer
 from service.app.responses.lookups import TunedScheduleOut, neighbour_answer_json
+from service.app.usecases.dispatch import dispatch_or_defer
 from service.shared.queue import JobQueue, queue_name
 from service.shared.settings import Settings
 from tuning.catalog import get_operator

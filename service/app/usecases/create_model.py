@@ -9,8 +9,9 @@ budget goes in two rounds instead of MetaSchedule's gradient: half split by work
 (`split_budget`), half held back and given, once the first round is measured, to the tasks
 furthest from their roofline (`service.worker.model_budget`).
 
-As for jobs, everything is validated before anything is written; a refusal is a 4xx naming the
-field, and the store and artifact store are left as they were.
+As for jobs, everything is validated before anything is written; a refusal
+(`service.app.refusals`, a 4xx) names the field, and the store and artifact store are left as
+they were.
 """
 
 from __future__ import annotations
@@ -18,21 +19,21 @@ from __future__ import annotations
 import base64
 import binascii
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from schedules_db import Store
 from schedules_db.blobs import BlobStore
 from schedules_db.values import JobState, ModelJob, NewModelTask
-from service.api.usecases.dispatch import dispatch_or_defer, wake_compile_or_defer
 from service.app.actors import Identity
 from service.app.admission import admitted_target, check_active_jobs, record_target
+from service.app.ports import SubmissionLimits
+from service.app.refusals import InvalidInput
 from service.app.untrusted_input import parsed_model
+from service.app.usecases.dispatch import dispatch_or_defer, wake_compile_or_defer
 from service.shared.queue import JobQueue, queue_name
 from service.shared.settings import Settings
-from service.web.errors import invalid
-from service.web.schemas import ModelCreate
-from service.web.shared_limits import SharedLimits
 from tuning.models.inputs import ModelInput
 from tuning.search.spaces import resolve_space
 from tuning.untrusted.user_model import ParsedModel
@@ -78,16 +79,29 @@ def split_budget(total: int, sizes: list[float]) -> list[int]:
     return [floor + share for share in shares]
 
 
+@dataclass(frozen=True)
+class ModelRequest:
+    """What a model submission asks for: the model's file (``relax`` text, or ``onnx`` bytes in
+    base64), its inputs, the target and the budget."""
+
+    name: str
+    format: str
+    source: str
+    inputs: list[ModelInput]
+    target: str | dict[str, Any]
+    trials: int
+
+
 def create_model(
     store: Store,
     queue: JobQueue,
     settings: Settings,
     blobs: BlobStore,
-    limits: SharedLimits,
+    limits: SubmissionLimits,
     who: Identity,
-    body: ModelCreate,
+    request: ModelRequest,
 ) -> ModelJob:
-    """Record the model ``body`` describes for ``who`` and send its task jobs; returns the
+    """Record the model ``request`` describes for ``who`` and send its task jobs; returns the
     model as stored (`tuning`; its compile is woken at once when every task is a cache hit).
 
     Refusals, in order: ``who`` at its cap of active jobs (429); ``trials`` over
@@ -95,29 +109,29 @@ def create_model(
     that is not base64 (ONNX) or that the isolated parser refuses (422 at ``source`` or
     ``inputs``); no free or available parser (429/503); fewer ``trials`` than tasks (422);
     more tasks than ``who``'s cap leaves room for (429). Needs ``submit-code`` (the route's)."""
-    target = admitted_target(store, settings, who, body.trials, body.target)
-    source = _source_bytes(body)
-    inputs = [ModelInput(i.name, tuple(i.shape), i.dtype) for i in body.inputs]
+    target = admitted_target(store, settings, who, request.trials, request.target)
+    source = _source_bytes(request)
+    inputs = request.inputs
     parsed = parsed_model(
-        limits.parses, body.format, source, inputs, target.canonical, who.limit_key
+        limits.parses, request.format, source, inputs, target.canonical, who.limit_key
     )
-    if body.trials < len(parsed.tasks):
-        raise invalid(
+    if request.trials < len(parsed.tasks):
+        raise InvalidInput(
             ("body", "trials"),
             f"the model has {len(parsed.tasks)} tasks: trials must be at least that (one each)",
             "greater_than_equal",
-            body.trials,
+            request.trials,
         )
     # Each task is a job of its own: all of them count against the caller's cap.
     check_active_jobs(
         store.jobs.count_unfinished(who.name) + len(parsed.tasks) - 1, settings.max_active_jobs
     )
 
-    stored_target = record_target(store, body.target, target)
-    artifact = _store_source(store, blobs, body.format, source)
+    stored_target = record_target(store, request.target, target)
+    artifact = _store_source(store, blobs, request.format, source)
     queue_of_target = queue_name(stored_target.key)
     sizes = [task.weight * max(task.flop, 1.0) for task in parsed.tasks]
-    first_round = first_round_trials(body.trials, len(parsed.tasks))
+    first_round = first_round_trials(request.trials, len(parsed.tasks))
     # Counted again under the identity's lock: two submissions (on any replicas) cannot both
     # take the cap's last places.
     with limits.admissions.admitting(who.name):
@@ -144,17 +158,17 @@ def create_model(
             jobs.append(job)
             tasks.append(NewModelTask(task.name, task.weight, workload.id, job.id, trials))
         model = store.models.create(
-            name=body.name,
-            fmt=body.format,
+            name=request.name,
+            fmt=request.format,
             source_artifact_id=artifact.id,
             inputs=[{"name": i.name, "shape": list(i.shape), "dtype": i.dtype} for i in inputs],
             outputs=_outputs(parsed),
             target_id=stored_target.id,
-            trials=body.trials,
+            trials=request.trials,
             queue=queue_of_target,
             submitted_by=who.name,
             tasks=tasks,
-            reserve_trials=body.trials - first_round,
+            reserve_trials=request.trials - first_round,
         )
     for job in jobs:
         if job.state == JobState.QUEUED.value:
@@ -164,13 +178,13 @@ def create_model(
     return model
 
 
-def _source_bytes(body: ModelCreate) -> bytes:
-    if body.format == "relax":
-        return body.source.encode()
+def _source_bytes(request: ModelRequest) -> bytes:
+    if request.format == "relax":
+        return request.source.encode()
     try:
-        return base64.b64decode(body.source, validate=True)
+        return base64.b64decode(request.source, validate=True)
     except (binascii.Error, ValueError):
-        raise invalid(
+        raise InvalidInput(
             ("body", "source"), "an ONNX source must be the file's bytes in base64", "base64", None
         ) from None
 

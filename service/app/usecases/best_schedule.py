@@ -18,13 +18,10 @@ from pydantic import ValidationError
 from schedules_db import Store, lookups
 from schedules_db.lookups import ScheduleParts
 from service.app.admission import query_target
+from service.app.refusals import InvalidFields, InvalidInput, NothingTuned
 from service.app.strict_json import JsonRejected, loads
-from service.web.errors import invalid, prefixed
-from service.web.refusals import Refusal
 from tuning.catalog import get_operator, list_operators
 from tuning.catalog.workload import catalog_workload
-
-NOT_TUNED = "not_tuned"  # the ``type`` of the 404 when no verified best exists
 
 
 def best_schedule(
@@ -41,7 +38,8 @@ def best_schedule(
     422 (naming ``query.operator``, ``query.params[.<name>]``, ``query.workload`` or
     ``query.target``): neither or both of operator and workload, params without an operator, an
     unknown operator, params that are not a JSON object or that the operator refuses, or a
-    target tunehub refuses. 404 `Refusal` of type `NOT_TUNED` when nothing verified exists, its
+    target tunehub refuses (`InvalidInput`, `InvalidFields`). `NothingTuned` (a 404 of type
+    `service.app.refusals.NOT_TUNED`) when nothing verified exists, its
     body naming the workload hash, the target (key, label), the operator and params."""
     shash, op_name, op_params = _workload(operator, params, workload)
     key, stored = query_target(store, target)
@@ -57,10 +55,8 @@ def best_schedule(
         where = f"{target!r} (no target has that name; known target names: {names})"
     else:
         where = label or key
-    raise Refusal(
-        404,
+    raise NothingTuned(
         f"nothing tuned for {what} on target {where} (TVM {store.series or 'any'})",
-        NOT_TUNED,
         workload=shash,
         target={"key": key, "label": label},
         operator=op_name,
@@ -74,20 +70,20 @@ def _workload(
 ) -> tuple[str, str | None, dict[str, Any]]:
     """(structural hash, operator name or None, canonical params) of the requested workload."""
     if (operator is None) == (workload is None):
-        raise invalid(
+        raise InvalidInput(
             ("query", "operator"),
             "give either operator (with params) or workload (a structural hash), not both",
             "missing" if operator is None else "exclusive",
         )
     if workload is not None:
         if params is not None:
-            raise invalid(("query", "params"), "params go with operator", "exclusive", params)
+            raise InvalidInput(("query", "params"), "params go with operator", "exclusive", params)
         return workload, None, {}
     assert operator is not None
     op = get_operator(operator)
     if op is None:
         known = ", ".join(o.name for o in list_operators())
-        raise invalid(
+        raise InvalidInput(
             ("query", "operator"),
             f"unknown operator {operator!r}; known: {known}",
             "unknown_operator",
@@ -96,7 +92,7 @@ def _workload(
     try:
         validated = op.Params.model_validate(_params_object(params))
     except ValidationError as err:
-        raise prefixed(err.errors(include_url=False), ("query", "params")) from None
+        raise InvalidFields(err.errors(include_url=False), ("query", "params")) from None
     spec = catalog_workload(op.name, validated)
     return spec.shash, op.name, spec.params
 
@@ -109,9 +105,13 @@ def _params_object(text: str | None) -> dict[str, Any]:
     try:
         value = loads(text.encode())
     except json.JSONDecodeError as err:
-        raise invalid(loc, f"params must be a JSON object: {err}", "json_invalid", text) from None
+        raise InvalidInput(
+            loc, f"params must be a JSON object: {err}", "json_invalid", text
+        ) from None
     except JsonRejected as err:
-        raise invalid(loc, err.msg, err.kind) from None
+        raise InvalidInput(loc, err.msg, err.kind) from None
     if not isinstance(value, dict):
-        raise invalid(loc, 'params must be a JSON object such as {"M": 32}', "dict_type", value)
+        raise InvalidInput(
+            loc, 'params must be a JSON object such as {"M": 32}', "dict_type", value
+        )
     return value

@@ -15,13 +15,16 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
 
 from schedules_db import Store
 from schedules_db.tokens import ADMIN
 from schedules_db.values import JobState, NewRecord
-from service.api.usecases.dispatch import dispatch_or_defer
 from service.app.actors import Identity
 from service.app.admission import check_target, record_target, resolve_job_target
+from service.app.ports import ParseGate, SubmissionLimits
+from service.app.refusals import Forbidden, InvalidInput
 from service.app.responses.interchange import (
     ImportedJob,
     ImportOut,
@@ -29,11 +32,8 @@ from service.app.responses.interchange import (
     imported_job_json,
 )
 from service.app.untrusted_input import isolated_parser
+from service.app.usecases.dispatch import dispatch_or_defer
 from service.shared.queue import JobQueue, queue_name
-from service.web.auth import forbidden
-from service.web.errors import invalid
-from service.web.schemas import ImportBody
-from service.web.shared_limits import ParseGate, SharedLimits
 from tuning.publish.interchange import (
     RECORD_FILE,
     WORKLOAD_FILE,
@@ -50,8 +50,17 @@ MAX_WORKLOADS = 64  # each is parsed, re-derived and replayed in isolated childr
 MAX_RECORDS = 200_000
 
 
+@dataclass(frozen=True)
+class DatabaseImport:
+    """A MetaSchedule JSON database for a target: both files' text."""
+
+    target: str | dict[str, Any]
+    workloads: str
+    records: str
+
+
 def import_database(
-    store: Store, queue: JobQueue, limits: SharedLimits, who: Identity, body: ImportBody
+    store: Store, queue: JobQueue, limits: SubmissionLimits, who: Identity, request: DatabaseImport
 ) -> ImportOut:
     """Store the database's workloads and records for its target and queue the verification of
     each workload's best; returns what was stored (`service.app.responses.interchange.ImportOut`).
@@ -64,12 +73,12 @@ def import_database(
     """
     import tvm  # here, not at module level: the API process loads TVM on first use
 
-    target = resolve_job_target(body.target, store)
+    target = resolve_job_target(request.target, store)
     check_target(who, target.canonical, store)
-    parsed, records = _checked_database(limits.parses, body, who.limit_key)
+    parsed, records = _checked_database(limits.parses, request, who.limit_key)
     _check_owner(store, who, parsed)
 
-    stored_target = record_target(store, body.target, target)
+    stored_target = record_target(store, request.target, target)
     workload_ids = [
         store.catalog.get_or_create_workload(
             p.shash, p.mod_json, None, {}, p.flop, owner=who.name
@@ -113,7 +122,7 @@ def _check_owner(store: Store, who: Identity, parsed: list[ParsedTir]) -> None:
     for number, workload in enumerate(parsed, start=1):
         existing = store.catalog.find_user_workload(workload.shash)
         if existing is not None and not who.owns(existing.owner):
-            raise forbidden(
+            raise Forbidden(
                 ADMIN,
                 ("body", WORKLOAD_FILE),
                 f"{WORKLOAD_FILE} workload {number} is workload {existing.id}, submitted by "
@@ -124,21 +133,23 @@ def _check_owner(store: Store, who: Identity, parsed: list[ParsedTir]) -> None:
 
 
 def _checked_database(
-    gate: ParseGate, body: ImportBody, who: str
+    gate: ParseGate, request: DatabaseImport, who: str
 ) -> tuple[list[ParsedTir], list[RecordLine]]:
     """Every workload of the database parsed and re-derived in isolation (one parser slot for
     the whole database) with the records replayed on it, and the records; a 422 at the file
     of the first bad line."""
-    workload_lines = split_lines(body.workloads)
-    record_lines = split_lines(body.records)
+    workload_lines = split_lines(request.workloads)
+    record_lines = split_lines(request.records)
     if not workload_lines or len(workload_lines) > MAX_WORKLOADS:
-        raise invalid(
+        raise InvalidInput(
             ("body", WORKLOAD_FILE),
             f"expected 1 to {MAX_WORKLOADS} workloads, got {len(workload_lines)}",
             "invalid_database",
         )
     if len(record_lines) > MAX_RECORDS:
-        raise invalid(("body", RECORD_FILE), f"more than {MAX_RECORDS} records", "invalid_database")
+        raise InvalidInput(
+            ("body", RECORD_FILE), f"more than {MAX_RECORDS} records", "invalid_database"
+        )
     try:
         records = [decode_record_line(line, n, len(workload_lines)) for n, line in record_lines]
         by_workload: dict[int, list[tuple[int, RecordLine]]] = defaultdict(list)
@@ -151,7 +162,7 @@ def _checked_database(
             ]
     except InterchangeError as err:
         field = RECORD_FILE if str(err).startswith(RECORD_FILE) else WORKLOAD_FILE
-        raise invalid(("body", field), str(err), "invalid_database") from None
+        raise InvalidInput(("body", field), str(err), "invalid_database") from None
     return parsed, records
 
 

@@ -7,9 +7,9 @@ import json
 
 from schedules_db import Store
 from service.app.admission import target_id_of
+from service.app.refusals import NotFound
 from service.app.responses.interchange import ExportOut, export_json
 from service.app.rows import present
-from service.web.errors import not_found
 from tuning.publish.interchange import (
     encode_record_line,
     encode_workload_line,
@@ -22,7 +22,7 @@ def export_database(store: Store, target: str) -> ExportOut:
     the store does not know, 422 for one tunehub refuses."""
     target_id = target_id_of(store, target)
     if target_id is None:
-        raise not_found("target", target)
+        raise NotFound("target", target)
     stored = present(store.catalog.get_target(target_id), f"target {target_id}")
     canonical = json.loads(stored.canonical_json)
     index: dict[int, int] = {}
