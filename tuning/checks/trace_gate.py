@@ -24,7 +24,7 @@ through it):
   `INDEX_MAP_NODES`;
 * sizes are bounded (`MAX_INSTRUCTIONS`, `MAX_TEXT`).
 
-Callers: the import (`service.api.usecases.import_database`, a 422 naming the line), the
+Callers: the import (`service.app.usecases.import_database`, a 422 naming the line), the
 worker before it replays a stored trace (`tuning.publish.verify.apply_trace`, the store's
 MetaSchedule database), the search's own candidates before they are built
 (`tuning.search.fresh_candidates`), the jailed replays (`tuning.untrusted`), and a build's
