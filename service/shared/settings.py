@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -22,6 +23,14 @@ TRUE_WORDS, FALSE_WORDS = ("1", "true", "yes", "on"), ("0", "false", "no", "off"
 def _names(text: str) -> tuple[str, ...]:
     """A comma-separated list of names."""
     return tuple(name.strip() for name in text.split(",") if name.strip())
+
+
+def _networks(text: str) -> tuple[str, ...]:
+    """A comma-separated list of IP addresses or CIDR networks, each checked."""
+    items = _names(text)
+    for item in items:
+        ipaddress.ip_network(item, strict=False)  # a ValueError names a bad one
+    return items
 
 
 def _flag(text: str) -> bool:
@@ -67,6 +76,10 @@ class Settings:
     # Redis shared by every API replica for write-rate buckets, the one-parse-per-identity rule
     # and job-cap admission (service.web.shared_limits); unset: all three live in this process.
     redis_url: str | None = None
+    # How long one call to Redis may take before it counts as failed (a 503): a Redis that
+    # accepts and never answers then costs a write this long once, and nothing while the
+    # breaker stays open (service.web.shared_limits.breaker).
+    redis_timeout_s: float = 1.0
     max_trials: int = 20000  # the largest trial budget a job may ask for
     # A running job (or compiling model) whose heartbeat is this old has lost its worker: the
     # reaper requeues it. Workers and their running jobs beat every heartbeat_every_s.
@@ -98,6 +111,10 @@ class Settings:
     # Host names the API answers to besides the loopback ones (service.web.allowed_hosts): a
     # request addressed to any other name is a 400 (DNS rebinding).
     allowed_hosts: tuple[str, ...] = ()
+    # Reverse proxies (IPs or CIDR networks) whose X-Forwarded-For and X-Forwarded-Proto the API
+    # believes (service.web.forwarded): a request from one of them counts as the client it names.
+    # Default none: every client is its TCP peer, whatever headers it sends.
+    trusted_proxies: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         _store_kind(self.artifact_store)
@@ -117,6 +134,7 @@ class Settings:
             ("gc_every_s", float),
             ("gc_grace_s", float),
             ("redis_url", str),
+            ("redis_timeout_s", float),
             ("max_trials", int),
             ("stale_after_s", float),
             ("heartbeat_every_s", float),
@@ -136,6 +154,7 @@ class Settings:
             ("max_model_body_bytes", int),
             ("max_parses", int),
             ("allowed_hosts", _names),
+            ("trusted_proxies", _networks),
         ):
             raw = env.get(ENV_PREFIX + name.upper())
             if raw:

@@ -84,7 +84,11 @@ class Access:
     ) -> Identity:
         identity = await self._admitted(request, credentials)
         if self.write:
-            services(request).limits.writes.check(identity.limit_key)
+            writes = services(request).limits.writes
+            if writes.remote:  # Redis: a sick one must hold a worker thread, not the loop
+                await run_in_threadpool(writes.check, identity.limit_key)
+            else:
+                writes.check(identity.limit_key)
         return identity
 
     async def admit(self, request: Request) -> None:

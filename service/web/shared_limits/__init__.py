@@ -52,7 +52,10 @@ def shared_limits(settings: Settings) -> SharedLimits:
         from service.web.shared_limits.redis import redis_limits
 
         writes, parses, admissions, client = redis_limits(
-            settings.redis_url, settings.write_rate_per_s, settings.write_burst
+            settings.redis_url,
+            settings.write_rate_per_s,
+            settings.write_burst,
+            settings.redis_timeout_s,
         )
         return SharedLimits(writes, parses, admissions, "redis", client)
     return SharedLimits(

@@ -31,6 +31,7 @@ class RateLimiter(ABC):
 
     rate: float
     burst: int
+    remote = False  # a call may wait on the network: async callers run it off the event loop
 
     @abstractmethod
     def take(self, key: str) -> float:

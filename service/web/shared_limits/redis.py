@@ -9,7 +9,11 @@
 * Admission: ``SET tunehub:admit:<name> <token> NX PX`` taken in a short retry loop, held from
   the job-cap check to the jobs' creation, deleted by its own token.
 
-Redis unreachable: a `LimitsUnavailable` 503, never a write that a limit should have stopped.
+Redis unreachable, or silent past ``Settings.redis_timeout_s`` (one try, no retries): a
+`LimitsUnavailable` 503, never a write that a limit should have stopped. One failure opens a
+circuit breaker shared by the three limits (`service.web.shared_limits.breaker`): for
+`BREAKER_OPEN_S` every call is that 503 at once, without touching Redis, then one call probes
+it. A partitioned or overloaded Redis so costs one write a timeout, not every write.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from contextlib import contextmanager
 from typing import Any
 
 import redis as redis_client
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from service.web.shared_limits.base import (
     AdmissionLocks,
@@ -28,12 +34,13 @@ from service.web.shared_limits.base import (
     ParseGate,
     RateLimiter,
 )
+from service.web.shared_limits.breaker import Breaker, CircuitOpen
 
 PREFIX = "tunehub:"
 PARSE_LEASE_MS = 120_000  # a parse is stopped after 30 s of wall time; 4x that
 ADMIT_LEASE_MS = 30_000  # the longest a check-then-create may hold an identity's lock
 ADMIT_WAIT_S = 10.0  # how long a submission waits for its identity's lock
-SOCKET_TIMEOUT_S = 2.0
+BREAKER_OPEN_S = 5.0  # after a failure, how long every call is refused before one probes
 
 # KEYS[1]: the bucket; ARGV: rate, burst. Returns the wait in seconds as a string (0: granted).
 TAKE_TOKEN = """
@@ -67,34 +74,51 @@ return 0
 
 
 def redis_limits(
-    url: str, rate_per_s: float, burst: int
+    url: str, rate_per_s: float, burst: int, timeout_s: float
 ) -> tuple[RateLimiter, ParseGate, AdmissionLocks, Any]:
-    """The three limits over one Redis connection pool at ``url``, and its client."""
+    """The three limits over one Redis connection pool at ``url``, each call given
+    ``timeout_s`` and one try, behind one breaker; and the client."""
     client = redis_client.Redis.from_url(
-        url, socket_timeout=SOCKET_TIMEOUT_S, socket_connect_timeout=SOCKET_TIMEOUT_S
+        url,
+        socket_timeout=timeout_s,
+        socket_connect_timeout=timeout_s,
+        retry=Retry(NoBackoff(), 0),  # redis-py retries 3 times by default: 4x the deadline
     )
+    reachable = _Reachable(Breaker(BREAKER_OPEN_S))
     return (
-        RedisWriteLimiter(client, rate_per_s, burst),
-        RedisParseGate(client),
-        RedisAdmissionLocks(client),
+        RedisWriteLimiter(client, rate_per_s, burst, reachable),
+        RedisParseGate(client, reachable),
+        RedisAdmissionLocks(client, reachable),
         client,
     )
 
 
-@contextmanager
-def _reachable() -> Iterator[None]:
-    """Redis errors as a `LimitsUnavailable` 503."""
-    try:
-        yield
-    except redis_client.RedisError as err:
-        raise LimitsUnavailable(type(err).__name__) from None
+class _Reachable:
+    """Calls to Redis behind the breaker; a failure, or the open breaker, as the
+    `LimitsUnavailable` 503."""
+
+    def __init__(self, breaker: Breaker) -> None:
+        self.breaker = breaker
+
+    @contextmanager
+    def __call__(self) -> Iterator[None]:
+        try:
+            with self.breaker.guard(redis_client.RedisError):
+                yield
+        except redis_client.RedisError as err:
+            raise LimitsUnavailable(type(err).__name__) from None
+        except CircuitOpen as err:
+            raise LimitsUnavailable(f"circuit open: Redis failed ({err})") from None
 
 
 class RedisWriteLimiter(RateLimiter):
     """Token buckets in Redis (see the module docstring). A rate of 0 lets everything through."""
 
-    def __init__(self, client: Any, rate_per_s: float, burst: int) -> None:
+    remote = True
+
+    def __init__(self, client: Any, rate_per_s: float, burst: int, reachable: _Reachable) -> None:
         self.client = client
+        self._reachable = reachable
         self.rate = rate_per_s
         self.burst = max(1, burst)
         self._take = client.register_script(TAKE_TOKEN)
@@ -102,7 +126,7 @@ class RedisWriteLimiter(RateLimiter):
     def take(self, key: str) -> float:
         if self.rate <= 0:
             return 0.0
-        with _reachable():
+        with self._reachable():
             wait = self._take(keys=[PREFIX + "rate:" + key], args=[self.rate, self.burst])
         return float(wait)
 
@@ -110,33 +134,35 @@ class RedisWriteLimiter(RateLimiter):
 class RedisParseGate(ParseGate):
     """One parse per identity, as an expiring Redis key (see the module docstring)."""
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: Any, reachable: _Reachable) -> None:
         self.client = client
+        self._reachable = reachable
         self._release = client.register_script(RELEASE)
 
     def try_enter(self, who: str) -> str | None:
         token = uuid.uuid4().hex
-        with _reachable():
+        with self._reachable():
             taken = self.client.set(PREFIX + "parse:" + who, token, nx=True, px=PARSE_LEASE_MS)
         return token if taken else None
 
     def leave(self, who: str, token: str) -> None:
-        with _reachable():
+        with self._reachable():
             self._release(keys=[PREFIX + "parse:" + who], args=[token])
 
 
 class RedisAdmissionLocks(AdmissionLocks):
     """Per-identity locks as expiring Redis keys (see the module docstring)."""
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: Any, reachable: _Reachable) -> None:
         self.client = client
+        self._reachable = reachable
         self._release = client.register_script(RELEASE)
 
     @contextmanager
     def admitting(self, who: str) -> Iterator[None]:
         key, token = PREFIX + "admit:" + who, uuid.uuid4().hex
         deadline = time.monotonic() + ADMIT_WAIT_S
-        with _reachable():
+        with self._reachable():
             while not self.client.set(key, token, nx=True, px=ADMIT_LEASE_MS):
                 if time.monotonic() > deadline:
                     raise LimitsUnavailable(f"the admission lock of {who!r} stayed held")
@@ -144,5 +170,5 @@ class RedisAdmissionLocks(AdmissionLocks):
         try:
             yield
         finally:
-            with _reachable():
+            with self._reachable():
                 self._release(keys=[key], args=[token])
