@@ -13,8 +13,10 @@ Contract:
   name (`BlobCorrupt` otherwise, and nothing is left at the destination); `verified_chunks`
   raises `BlobCorrupt` after the last chunk, so a caller must not commit the bytes before the
   iteration ends.
-* **Errors.** `BlobMissing`: no such blob. `BlobUnavailable`: the store could not be reached
-  (a database outage); the caller may retry. Nothing else escapes for a store failure.
+* **Errors.** `BlobMissing`: no such blob. `BlobCorrupt`: a stored blob whose bytes are damaged
+  or not whole (they hash wrong, or a chunk of a database blob is gone). `BlobUnavailable`:
+  the store could not be reached (a database outage); the caller may retry. Nothing else
+  escapes for a store failure.
 """
 
 from __future__ import annotations

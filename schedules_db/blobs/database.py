@@ -11,6 +11,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from schedules_db.blobs.base import (
     CHUNK_BYTES,
+    BlobCorrupt,
     BlobKey,
     BlobListing,
     BlobMissing,
@@ -72,7 +73,7 @@ class DatabaseBlobs(BlobStore):
                         )
                     ).scalar()
                     if data is None:
-                        raise BlobMissing(f"blob {key.sha256}: chunk {seq} is gone")
+                        raise _chunk_gone(key.sha256, seq)
                     yield bytes(data)
         except DBAPIError as err:
             raise BlobUnavailable(f"the database failed reading blob {key.sha256}: {err}") from err
@@ -121,7 +122,14 @@ def _binary_chunks(conn: Connection, sha256: str, count: int) -> Iterator[bytes]
                 cursor.execute(CHUNK_QUERY, (sha256, seq))
                 row = cursor.fetchone()
                 if row is None:
-                    raise BlobMissing(f"blob {sha256}: chunk {seq} is gone")
+                    raise _chunk_gone(sha256, seq)
                 yield bytes(row[0])
     except driver_error as err:
         raise BlobUnavailable(f"the database failed reading blob {sha256}: {err}") from err
+
+
+def _chunk_gone(sha256: str, seq: int) -> BlobCorrupt:
+    """A chunk missing under a blob row that is there: the blob is stored, but its bytes are
+    not whole (a row deleted behind the store's back). That is damage, as bytes that hash
+    wrong are (`BlobCorrupt`, a 502 download), not an absent blob (`BlobMissing`, a 404)."""
+    return BlobCorrupt(f"blob {sha256}: chunk {seq} of its stored bytes is gone")

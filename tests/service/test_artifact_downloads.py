@@ -15,7 +15,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from sqlalchemy import Engine, create_engine, text, update
+from sqlalchemy import Engine, create_engine, delete, func, select, text, update
 
 from schedules_db import Store, make_engine, upgrade_schema
 from schedules_db.blobs import CHUNK_BYTES, DatabaseBlobs
@@ -118,6 +118,23 @@ def test_damaged_bytes_are_a_502_never_a_200(
         got = served.client.get(f"/schedules/{served.schedule_id}/artifact")
     assert got.status_code == 502 and got.json()["type"] == "artifact_corrupt"
     assert _cached(served) == []
+
+
+@pytest.mark.parametrize("gone", ["every chunk", "the last chunk"])
+def test_a_blob_whose_chunks_are_gone_is_a_502_not_a_404(served: Served, gone: str) -> None:
+    """The blob row is there, its bytes are not whole: damage (502 ``artifact_corrupt``, as the
+    route documents), not an artifact the store never had (404)."""
+    with served.store.engine.begin() as conn:
+        last = conn.execute(select(func.max(BlobChunkRow.seq))).scalar_one()
+        rows = delete(BlobChunkRow)
+        if gone == "the last chunk":
+            rows = rows.where(BlobChunkRow.seq == last)
+        conn.execute(rows)
+    got = served.client.get(f"/schedules/{served.schedule_id}/artifact")
+    assert got.status_code == 502, got.text
+    assert got.json()["type"] == "artifact_corrupt"
+    assert "gone" in got.json()["detail"]
+    assert _cached(served) == []  # nothing partial is kept for the next download
 
 
 def test_a_damaged_local_copy_is_dropped_and_refilled(
