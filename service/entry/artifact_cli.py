@@ -93,7 +93,7 @@ def collect(settings: Settings, grace_s: float | None) -> int:
     done = collect_garbage(engine, open_blob_store(settings, engine), grace)
     print(
         f"tunehub: removed {done.artifact_rows} unused artifact row(s), {done.cost_models} old "
-        f"cost model(s), {done.blobs} blob(s) from the {settings.artifact_store} store",
+        f"cost model(s), {done.blobs} blob(s) from the {settings.blob_store} store",
         flush=True,
     )
     engine.dispose()

@@ -84,7 +84,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     ]
     print(f"tunehub: store {settings.store_url}", flush=True)
     print(f"tunehub: broker {settings.broker}", flush=True)
-    where = "the database" if settings.artifact_store == "database" else settings.artifacts
+    where = "the database" if settings.blob_store == "database" else settings.artifacts
     print(f"tunehub: artifacts in {where}", flush=True)
     names = ", ".join(allowed_hosts(settings.allowed_hosts))
     print(f"tunehub: answers to Host {names} (TUNEHUB_ALLOWED_HOSTS adds names)", flush=True)

@@ -35,11 +35,25 @@ RECENT_S = 60.0  # a cached file used this recently is never dropped (a download
 
 
 def open_blob_store(settings: Settings, engine: Engine) -> BlobStore:
-    """The artifact store ``settings.artifact_store`` names, over ``engine`` or in the
+    """The artifact store of ``settings`` (`Settings.blob_store`), over ``engine`` or in the
     artifact directory."""
-    if settings.artifact_store == "database":
+    if settings.blob_store == "database":
+        _warn_of_unread_files(settings)
         return DatabaseBlobs(engine)
     return DirectoryBlobs(settings.artifacts)  # created by its first put
+
+
+def _warn_of_unread_files(settings: Settings) -> None:
+    """Say so when "auto" chose the database over an artifact directory that holds files (a
+    deployment on PostgreSQL from before "auto" was the default): those are not read."""
+    folder = settings.artifacts
+    if settings.artifact_store == "auto" and folder.is_dir() and any(folder.iterdir()):
+        log.warning(
+            "artifacts live in the database (TUNEHUB_ARTIFACT_STORE=auto on a network "
+            "database): the files in %s are not read; copy them with `tunehub artifacts "
+            "migrate`, or set TUNEHUB_ARTIFACT_STORE=directory where every process shares it",
+            folder,
+        )
 
 
 def _version(path: Path) -> tuple[int, int, int]:

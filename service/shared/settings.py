@@ -41,7 +41,7 @@ def _flag(text: str) -> bool:
     return word in TRUE_WORDS
 
 
-ARTIFACT_STORES = ("directory", "database")
+ARTIFACT_STORES = ("auto", "directory", "database")
 
 
 def _store_kind(text: str) -> str:
@@ -63,9 +63,11 @@ class Settings:
     database_url: str | None = None  # default: sqlite:///<data_dir>/tunehub.db
     broker_url: str | None = None  # default: sqla+sqlite:///<data_dir>/broker.db
     artifact_dir: Path | None = None  # default: <data_dir>/artifacts
-    # Where artifact bytes live (schedules_db.blobs): "directory" (artifact_dir, the embedded
-    # default) or "database" (the store's database: a fleet then shares no disk).
-    artifact_store: str = "directory"
+    # Where artifact bytes live (schedules_db.blobs): "directory" (artifact_dir) or "database"
+    # (the store's database: a fleet then shares no disk). "auto" (the default) is the database
+    # when the store is a network database (PostgreSQL) and the directory on SQLite, so a fleet
+    # set up with only the database and broker URLs works (`blob_store`).
+    artifact_store: str = "auto"
     # The API's local copies of database blobs (<data_dir>/artifact-cache), oldest dropped past
     # this many bytes.
     artifact_cache_bytes: int = 2 * 2**30
@@ -176,6 +178,14 @@ class Settings:
     def broker(self) -> str:
         """The Celery broker URL."""
         return self.broker_url or f"sqla+sqlite:///{self.resolved_data_dir / 'broker.db'}"
+
+    @property
+    def blob_store(self) -> str:
+        """Where artifact bytes live, ``artifact_store`` with "auto" resolved: "database" when
+        the store is not SQLite (processes on other hosts reach it), else "directory"."""
+        if self.artifact_store != "auto":
+            return self.artifact_store
+        return "directory" if self.store_url.startswith("sqlite") else "database"
 
     @property
     def artifacts(self) -> Path:

@@ -109,8 +109,7 @@ def test_replicas_and_workers_on_separate_hosts_share_only_database_and_broker(
     base = Settings(
         database_url=pg_database,
         broker_url=_amqp_url(),
-        redis_url=redis_url,
-        artifact_store="database",
+        redis_url=redis_url,  # and no artifact setting: on PostgreSQL, artifacts go there
         auth=True,
         write_rate_per_s=0.01,
         write_burst=6,
