@@ -75,7 +75,7 @@ def postgres(admin_url: str) -> Iterator[str]:
 def served(settings: Settings) -> Iterator[str]:
     """The app on a free loopback port, in a thread."""
     config = uvicorn.Config(create_app(settings, run_reaper=False), host="127.0.0.1", port=0,
-                            log_level="warning")  # fmt: skip
+                            log_level="warning", proxy_headers=False)  # fmt: skip
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

@@ -105,7 +105,9 @@ class ServerThread:
 
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
+        config = uvicorn.Config(
+            app, host="127.0.0.1", port=self.port, log_level="warning", proxy_headers=False
+        )  # as `tunehub serve`: the app resolves the client (service.web.forwarded)
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 

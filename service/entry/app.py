@@ -40,6 +40,7 @@ from service.web.errors import (
     responses,
     validation_error_handler,
 )
+from service.web.forwarded import ForwardedFor
 from service.web.limits import BodyLimit, route_caps
 from service.web.openapi_doc import install_openapi
 from service.web.refusals import Refusal, refusal_handler
@@ -121,6 +122,9 @@ def create_app(settings: Settings | None = None, run_reaper: bool = True) -> Fas
     app.add_middleware(BodyLimit, caps=route_caps(settings), default=settings.max_body_bytes)
     install_dashboard(app)
     install_openapi(app)
+    # The one place the client address is resolved: X-Forwarded-For only from trusted_proxies
+    # (uvicorn's own proxy handling is off wherever tunehub starts it).
+    app.add_middleware(ForwardedFor, trusted=settings.trusted_proxies)
     # Outermost: a request addressed to a name this service does not answer to goes no further.
     app.add_middleware(AllowedHosts, hosts=allowed_hosts(settings.allowed_hosts))
 

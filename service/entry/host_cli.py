@@ -104,7 +104,15 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     # uvicorn re-raises SIGTERM after its graceful shutdown; turn it into SystemExit so that
     # the workers below are stopped instead of being orphaned.
     signal.signal(signal.SIGTERM, _exit_on_signal)
-    serving = dict(host=args.host, port=args.port, log_level="info", access_log=args.access_log)
+    # proxy_headers off: uvicorn would believe X-Forwarded-For from 127.0.0.1, where anyone on
+    # this host connects from; the app believes it only from trusted_proxies (service.web.forwarded)
+    serving = dict(
+        host=args.host,
+        port=args.port,
+        log_level="info",
+        access_log=args.access_log,
+        proxy_headers=False,
+    )
     try:
         if args.api_workers > 1:  # each process builds the app from the environment
             os.environ.update(settings.as_env())
