@@ -194,7 +194,7 @@ def add_parsers(
         "--anonymous-reads",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="with --auth, let GET routes answer without a token",
+        help="with --auth, let GET routes and POST /lookup answer without a token",
     )
     p.add_argument(
         "--insecure", action="store_true", help="allow a non-loopback --host without auth"

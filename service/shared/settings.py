@@ -97,7 +97,7 @@ class Settings:
     seed: int | None = None  # the search's random seed (None: a fresh one per job)
     # Auth (service.web.auth): off = every client is the identity "local" with every scope.
     auth: bool = False
-    anonymous_reads: bool = False  # with auth: GET routes answer without a token
+    anonymous_reads: bool = False  # with auth: GET routes and POST /lookup answer without a token
     # Per identity (per client address with auth off); 0 switches a limit off.
     write_rate_per_s: float = 5.0  # token bucket refill for POST routes
     write_burst: int = 30  # the bucket's size
