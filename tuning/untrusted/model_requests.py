@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import math
 import shutil
 from collections.abc import Callable
@@ -144,12 +145,57 @@ def uploaded_tasks(tasks: list[Any]) -> dict[str, Any]:
     answers = []
     for index, task in enumerate(tasks):
         try:
+            problem = _graph_problem(json.loads(task["module"]))
+            if problem is not None:
+                raise Refused(
+                    f"task {index}: its module is not TVM JSON as tvm.ir.save_json writes it: "
+                    f"{problem}"
+                )
             mod = checked_module(tvm.ir.load_json(task["module"]))
+        except Refused:
+            raise
         except Exception as err:  # noqa: BLE001 - name the task that fails
-            raise Refused(f"task {index}: {type(err).__name__}: {err}"[:1000]) from None
+            raise Refused(
+                f"task {index}: {type(err).__name__}: {_first_line(err)}"[:1000]
+            ) from None
         answers.append({"name": task["name"], "weight": 1, **describe(mod),
                         "layout_free": list(layout_free_operands(mod))})  # fmt: skip
     return {"tasks": answers}
+
+
+def _graph_problem(graph: Any) -> str | None:
+    """What keeps ``graph`` (a module's JSON, decoded) from being a TVM object graph, or None.
+
+    TVM's loader (``tvm.ir.load_json`` and its upgrade of old graphs) indexes the document
+    without checking its shape: a list, a number or a node that is not an object made it raise
+    Python's own errors (``AttributeError: 'list' object has no attribute 'get'``), which were
+    the submitter's answer. The shape it reads is checked here first."""
+    if not isinstance(graph, dict):
+        return f"a JSON {_json_kind(graph)}, not an object"
+    nodes = graph.get("nodes", [])
+    if not isinstance(nodes, list):
+        return f"nodes is a JSON {_json_kind(nodes)}, not a list"
+    for number, node in enumerate(nodes):
+        if not isinstance(node, dict):
+            return f"node {number} is a JSON {_json_kind(node)}, not an object"
+        if not isinstance(node.get("type", ""), str):
+            return f"node {number}: type is a JSON {_json_kind(node['type'])}, not a string"
+        if not isinstance(node.get("data", {}), dict):
+            return f"node {number}: data is a JSON {_json_kind(node['data'])}, not an object"
+    return None
+
+
+def _json_kind(value: Any) -> str:
+    kinds = ((bool, "boolean"), (int, "number"), (float, "number"), (str, "string"),
+             (list, "list"), (dict, "object"))  # fmt: skip
+    return next((name for kind, name in kinds if isinstance(value, kind)), "null")
+
+
+def _first_line(err: BaseException) -> str:
+    """The line of an exception's text that says what failed (TVM's ``error:`` line, else the
+    last): never a whole C++ or Python traceback."""
+    lines = [line.strip() for line in str(err).strip().splitlines() if line.strip()]
+    return next((line for line in lines if line.startswith("error:")), lines[-1] if lines else "")
 
 
 def _records(raw: Any, tasks: list[Any]) -> tuple[list[Any], int]:
