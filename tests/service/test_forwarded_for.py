@@ -6,10 +6,13 @@ none) is believed (service.web.forwarded)."""
 
 from __future__ import annotations
 
+import argparse
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import httpx
 import pytest
@@ -102,3 +105,28 @@ def test_a_trusted_proxy_names_the_scheme(tmp_path: Path) -> None:
             headers = {"Origin": origin, "X-Forwarded-Proto": "https"}
             login = http.post("/dashboard/session", json={"token": "thb_x"}, headers=headers)
             assert login.status_code == expected, login.text
+
+
+@pytest.mark.parametrize("api_workers", [1, 2])
+def test_serve_starts_uvicorn_without_its_proxy_headers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, api_workers: int
+) -> None:
+    import signal
+
+    import uvicorn
+
+    from service.entry.host_cli import cmd_serve
+
+    calls: list[dict[str, Any]] = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: calls.append(kw))
+    args = argparse.Namespace(
+        host="127.0.0.1", port=1, workers=0, api_workers=api_workers, access_log=False,
+        insecure=False,
+    )  # fmt: skip
+    before = signal.getsignal(signal.SIGTERM)
+    try:  # serve sets its SIGTERM handler, and with API workers exports its settings
+        with mock.patch.dict(os.environ):
+            assert cmd_serve(args, Settings(data_dir=tmp_path)) == 0
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    assert [call["proxy_headers"] for call in calls] == [False]
