@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import StreamingResponse
+from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
 from schedules_db import browse, lookups
@@ -26,7 +27,7 @@ from service.web.auth import AnyReader, Submitter
 from service.web.errors import not_found, responses
 from service.web.fast_json import json_answer, json_bytes
 from service.web.reads import lookup
-from service.web.refusals import ISOLATION_RESPONSES
+from service.web.refusals import ISOLATION_RESPONSES, refusal_schema
 from service.web.schemas import JobCreate, RowId
 from service.web.strict_input import StrictRoute
 
@@ -181,6 +182,10 @@ EVENTS_RESPONSES: dict[int | str, dict[str, Any]] = {
         "content": {"text/event-stream": {"schema": EVENT_SCHEMA}},
     },
     **responses(404),
+    429: refusal_schema(
+        "the identity (or this server) holds the most open event streams it may",
+        {"Retry-After": "seconds to wait"},
+    ),
 }
 
 
@@ -198,10 +203,13 @@ async def job_events(
     ``end``. Each event's data is the job as ``GET /jobs/{id}`` shows it. A client that loses
     the stream (an API restart) reconnects and gets the current state first. A stream opened
     with a token ends (``end`` with ``"reason": "token_<state>"``) within seconds of that token
-    being revoked or expiring."""
+    being revoked or expiring. An identity holds at most ``TUNEHUB_MAX_STREAMS_PER_IDENTITY``
+    open streams on one API process, and the process ``TUNEHUB_MAX_STREAMS`` (429 past
+    either)."""
     store, settings, tokens = services.store, services.settings, services.tokens
     if await run_in_threadpool(store.jobs.get, job_id) is None:
         raise not_found("job", job_id)
+    release = services.streams.take(who.limit_key)
 
     def current() -> JobOut:
         job = present(store.jobs.get(job_id), f"job {job_id}")
@@ -212,6 +220,13 @@ async def job_events(
         return "active" if who.token is None else (token.state() if token else "revoked")
 
     async def stream() -> AsyncIterator[str]:
+        try:
+            async for event in events():
+                yield event
+        finally:
+            release()
+
+    async def events() -> AsyncIterator[str]:
         yield "retry: 2000\n\n"
         last_state, last_progress, quiet_since, seq = None, None, time.monotonic(), 0
         checked = time.monotonic()
@@ -246,4 +261,5 @@ async def job_events(
         stream(),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        background=BackgroundTask(release),  # also where the stream never started
     )

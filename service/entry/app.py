@@ -47,6 +47,7 @@ from service.web.refusals import Refusal, refusal_handler
 from service.web.refused import refused_handler
 from service.web.services import Services, install_services
 from service.web.shared_limits import shared_limits
+from service.web.streams import StreamSlots
 from tuning.hardware.host import current_tvm_series
 from tuning.jail import set_max_concurrent
 
@@ -76,6 +77,7 @@ def create_app(settings: Settings | None = None, run_reaper: bool = True) -> Fas
             sessions=DashboardSessions(engine),
             blobs=blobs,
             artifacts=ArtifactFiles(blobs, settings.artifact_cache, settings.artifact_cache_bytes),
+            streams=StreamSlots(settings.max_streams_per_identity, settings.max_streams),
         )
         install_services(app, services)
         reaper = Reaper(services.store, services.queue, settings, blobs) if run_reaper else None

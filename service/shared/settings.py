@@ -110,6 +110,10 @@ class Settings:
     # Isolated parsers of user code (tuning.jail) one API process runs at once; a request
     # past that gets a 429 with Retry-After. Each takes ~1.5 s of a core and up to 4 GiB.
     max_parses: int = 2
+    # Job event streams one API process holds open (service.web.streams): per identity, and in
+    # all; a stream past either is a 429 (0: no cap). Each polls the store twice a second.
+    max_streams_per_identity: int = 16
+    max_streams: int = 256
     # Host names the API answers to besides the loopback ones (service.web.allowed_hosts): a
     # request addressed to any other name is a 400 (DNS rebinding).
     allowed_hosts: tuple[str, ...] = ()
@@ -155,6 +159,8 @@ class Settings:
             ("max_import_body_bytes", int),
             ("max_model_body_bytes", int),
             ("max_parses", int),
+            ("max_streams_per_identity", int),
+            ("max_streams", int),
             ("allowed_hosts", _names),
             ("trusted_proxies", _networks),
         ):

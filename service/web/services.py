@@ -16,6 +16,7 @@ from service.shared.artifact_files import ArtifactFiles
 from service.shared.queue import JobQueue
 from service.shared.settings import Settings
 from service.web.shared_limits import SharedLimits
+from service.web.streams import StreamSlots
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,7 @@ class Services:
     sessions: DashboardSessions
     blobs: BlobStore  # where artifact bytes live (schedules_db.blobs)
     artifacts: ArtifactFiles  # verified local files of them, for downloads
+    streams: StreamSlots  # the job event streams this process holds open
 
 
 def install_services(app: FastAPI, services: Services) -> None:
