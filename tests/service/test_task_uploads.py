@@ -20,7 +20,7 @@ from tests.service.rows import row_counts
         ("[]", "a JSON list, not an object"),
         ("123", "a JSON number, not an object"),
         ('{"root": 1, "nodes": [7]}', "node 0 is a JSON number, not an object"),
-        ('{"root": 1, "nodes": [{"type": "tirx.BufferRegion", "data": []}]}', "node 0: data"),
+        ('{"root": 1, "nodes": [{"type": "ir.Var", "data": 5}]}', "node 0: data is a JSON number"),
     ],
 )
 def test_a_module_that_is_not_a_tvm_graph_is_a_clear_422(

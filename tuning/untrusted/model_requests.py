@@ -178,11 +178,18 @@ def _graph_problem(graph: Any) -> str | None:
     for number, node in enumerate(nodes):
         if not isinstance(node, dict):
             return f"node {number} is a JSON {_json_kind(node)}, not an object"
-        if not isinstance(node.get("type", ""), str):
-            return f"node {number}: type is a JSON {_json_kind(node['type'])}, not a string"
-        if not isinstance(node.get("data", {}), dict):
+        kind = node.get("type", "")
+        if not isinstance(kind, str):
+            return f"node {number}: type is a JSON {_json_kind(kind)}, not a string"
+        # A variable's fields are renamed by the upgrade: they must be an object (a string's
+        # or a number's node holds its value there).
+        if kind in VAR_NODE_TYPES and not isinstance(node.get("data", {}), dict):
             return f"node {number}: data is a JSON {_json_kind(node['data'])}, not an object"
     return None
+
+
+# The node types whose ``data`` TVM's upgrade of old graphs reads as a field object.
+VAR_NODE_TYPES = frozenset({"ir.Var", "tirx.Var", "relax.expr.Var", "relax.expr.DataflowVar"})
 
 
 def _json_kind(value: Any) -> str:
