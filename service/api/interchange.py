@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from service.api.deps import LimitsDep, QueueDep, StoreDep
+from service.api.deps import LimitsDep, QueueDep, SettingsDep, StoreDep
 from service.app.responses.interchange import ExportOut, ImportOut
 from service.app.usecases.export_database import export_database as export
 from service.app.usecases.import_database import DatabaseImport
@@ -31,11 +31,16 @@ def export_database(
 
 @router.post("/import", status_code=201, response_model=ImportOut, responses=ISOLATION_RESPONSES)
 def import_database(
-    body: ImportBody, who: CodeSubmitter, store: StoreDep, queue: QueueDep, limits: LimitsDep
+    body: ImportBody,
+    who: CodeSubmitter,
+    store: StoreDep,
+    queue: QueueDep,
+    settings: SettingsDep,
+    limits: LimitsDep,
 ) -> ImportOut:
     """Store a JSON database's workloads and records for ``target`` and queue the verification
     of each workload's best. Needs ``submit-code`` (it carries modules and traces). Any bad
     line is a 422 naming the file and line, a workload another identity owns a 403
     ``not_owner``; nothing is written then."""
     request = DatabaseImport(body.target, body.workloads, body.records)
-    return import_(store, queue, limits, who, request)
+    return import_(store, queue, settings, limits, who, request)

@@ -12,11 +12,18 @@ or ``query.target`` (a query parameter: `target_id_of`, `query_target`). Admissi
 a 429), trials over the cap, a target tunehub refuses, a target no worker registered without
 ``admin`` (each an `InvalidInput`, a 422). The TVM side of a target is
 `tuning.hardware.targets`.
+
+Every use case that makes jobs for a caller (a job, a model's tasks, a build's tasks, an
+import's verification jobs) checks their trials with `check_trials` and makes them inside
+`admitting`: under the caller's admission lock, refused unless the caller has room for all of
+them (`check_room`), so no path gets around the cap or the trial limit.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from schedules_db import Store
@@ -24,6 +31,7 @@ from schedules_db.keys import target_key
 from schedules_db.tokens import ADMIN
 from schedules_db.values import Target
 from service.app.actors import Identity
+from service.app.ports import AdmissionLocks
 from service.app.refusals import InvalidInput, TooMany
 from service.shared.settings import Settings
 from tuning.hardware.host import host_fingerprint
@@ -150,16 +158,52 @@ def check_target(identity: Identity, canonical: dict[str, Any], store: Store) ->
 ACTIVE_JOBS_RETRY_S = 30  # what a client at its job cap is told to wait
 
 
-def check_active_jobs(active: int, limit: int) -> None:
+def check_active_jobs(active: int, limit: int, asked: int = 1) -> None:
     """`TooMany` (a 429) for an identity that already has ``active`` queued or running jobs,
-    when that reaches ``limit`` (0: no cap)."""
-    if limit > 0 and active >= limit:
+    when ``asked`` more would take it over ``limit`` (0: no cap)."""
+    if limit > 0 and active + asked - 1 >= limit:
+        more = "" if asked == 1 else f" and this would add {asked}"
         raise TooMany(
-            f"{active} of your jobs are queued or running; at most {limit} may be "
+            f"{active} of your jobs are queued or running{more}; at most {limit} may be "
             f"(wait for some to finish or cancel some)",
             "too_many_jobs",
             ACTIVE_JOBS_RETRY_S,
         )
+
+
+def check_room(store: Store, settings: Settings, who: Identity, jobs: int = 1) -> None:
+    """`TooMany` (a 429) unless ``who``'s queued and running jobs leave room under
+    ``settings.max_active_jobs`` for ``jobs`` more (all of them, or the submission is refused
+    whole); nothing to check for none."""
+    if jobs > 0:
+        check_active_jobs(store.jobs.count_unfinished(who.name), settings.max_active_jobs, jobs)
+
+
+def check_trials(
+    settings: Settings,
+    trials: int,
+    loc: Sequence[str | int] = ("body", "trials"),
+    subject: str = "trials",
+) -> None:
+    """An `InvalidInput` ``less_than_equal`` at ``loc`` (a 422) when a job would ask for
+    ``trials`` over ``settings.max_trials``; ``subject`` names them in the message (a job
+    body's own field by default)."""
+    if trials > settings.max_trials:
+        raise InvalidInput(
+            loc, f"{subject} must be at most {settings.max_trials}", "less_than_equal", trials
+        )
+
+
+@contextmanager
+def admitting(
+    store: Store, settings: Settings, locks: AdmissionLocks, who: Identity, jobs: int = 1
+) -> Iterator[None]:
+    """Hold ``who``'s admission lock (on every replica) and refuse (`check_room`) unless
+    ``who`` has room for ``jobs`` more; the caller makes them inside, so two submissions
+    cannot both take the cap's last places."""
+    with locks.admitting(who.name):
+        check_room(store, settings, who, jobs)
+        yield
 
 
 def admitted_target(
@@ -168,15 +212,10 @@ def admitted_target(
     """The resolved ``target`` of a submission by ``who`` of ``trials``; refused, in this
     order: ``who`` at its cap of queued and running jobs (`TooMany`); ``trials`` over
     ``settings.max_trials``, a target tunehub refuses, or one no worker registered without
-    ``admin`` (`InvalidInput`)."""
-    check_active_jobs(store.jobs.count_unfinished(who.name), settings.max_active_jobs)
-    if trials > settings.max_trials:
-        raise InvalidInput(
-            ("body", "trials"),
-            f"trials must be at most {settings.max_trials}",
-            "less_than_equal",
-            trials,
-        )
+    ``admin`` (`InvalidInput`). Checked before anything is parsed; the jobs are made in
+    `admitting`, which counts again."""
+    check_room(store, settings, who)
+    check_trials(settings, trials)
     resolved = resolve_job_target(target, store)
     check_target(who, resolved.canonical, store)
     return resolved

@@ -17,7 +17,7 @@ from schedules_db import Store
 from schedules_db.tokens import ADMIN, SUBMIT_CODE
 from schedules_db.values import Job, JobState
 from service.app.actors import Identity, require
-from service.app.admission import admitted_target, check_active_jobs, record_target
+from service.app.admission import admitted_target, admitting, record_target
 from service.app.ports import SubmissionLimits
 from service.app.refusals import InvalidFields, InvalidInput
 from service.app.untrusted_input import parsed_tir
@@ -96,8 +96,7 @@ def create_job(
     )
     # Counted again under the identity's lock: two submissions (on any replicas) cannot both
     # take the cap's last place.
-    with limits.admissions.admitting(who.name):
-        check_active_jobs(store.jobs.count_unfinished(who.name), settings.max_active_jobs)
+    with admitting(store, settings, limits.admissions, who):
         job = store.jobs.create(
             stored_workload.id,
             stored_target.id,

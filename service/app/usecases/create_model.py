@@ -27,7 +27,7 @@ from schedules_db import Store
 from schedules_db.blobs import BlobStore
 from schedules_db.values import JobState, ModelJob, NewModelTask
 from service.app.actors import Identity
-from service.app.admission import admitted_target, check_active_jobs, record_target
+from service.app.admission import admitted_target, admitting, check_room, record_target
 from service.app.ports import SubmissionLimits
 from service.app.refusals import InvalidInput
 from service.app.untrusted_input import parsed_model
@@ -123,9 +123,7 @@ def create_model(
             request.trials,
         )
     # Each task is a job of its own: all of them count against the caller's cap.
-    check_active_jobs(
-        store.jobs.count_unfinished(who.name) + len(parsed.tasks) - 1, settings.max_active_jobs
-    )
+    check_room(store, settings, who, len(parsed.tasks))
 
     stored_target = record_target(store, request.target, target)
     artifact = _store_source(store, blobs, request.format, source)
@@ -134,11 +132,7 @@ def create_model(
     first_round = first_round_trials(request.trials, len(parsed.tasks))
     # Counted again under the identity's lock: two submissions (on any replicas) cannot both
     # take the cap's last places.
-    with limits.admissions.admitting(who.name):
-        check_active_jobs(
-            store.jobs.count_unfinished(who.name) + len(parsed.tasks) - 1,
-            settings.max_active_jobs,
-        )
+    with admitting(store, settings, limits.admissions, who, len(parsed.tasks)):
         tasks: list[NewModelTask] = []
         jobs = []
         for task, trials in zip(parsed.tasks, split_budget(first_round, sizes), strict=True):

@@ -9,7 +9,13 @@ Ownership: a user workload belongs to the identity that submitted it first (raw 
 task, a build's task, an import). An import may bring records for new workloads and for the
 importer's own; one that names a workload another identity owns is refused (403
 ``not_owner``), unless the importer is an admin. Jobs may be submitted for anyone's workload:
-their traces are the search's own."""
+their traces are the search's own.
+
+Admission: the verification jobs are the importer's jobs, admitted as every job is
+(`service.app.admission`): the import is refused whole when they would take the importer over
+its cap of active jobs (429 ``too_many_jobs``) or when one would ask for more trials than
+``max_trials`` (a job's trials are its workload's records on the target: a 422 at the records
+file), and they are made under the importer's admission lock."""
 
 from __future__ import annotations
 
@@ -19,10 +25,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from schedules_db import Store
+from schedules_db.keys import target_key
 from schedules_db.tokens import ADMIN
-from schedules_db.values import JobState, NewRecord
+from schedules_db.values import Job, JobState, NewRecord
 from service.app.actors import Identity
-from service.app.admission import check_target, record_target, resolve_job_target
+from service.app.admission import (
+    admitting,
+    check_room,
+    check_target,
+    check_trials,
+    record_target,
+    resolve_job_target,
+)
 from service.app.ports import ParseGate, SubmissionLimits
 from service.app.refusals import Forbidden, InvalidInput
 from service.app.responses.interchange import (
@@ -34,6 +48,8 @@ from service.app.responses.interchange import (
 from service.app.untrusted_input import isolated_parser
 from service.app.usecases.dispatch import dispatch_or_defer
 from service.shared.queue import JobQueue, queue_name
+from service.shared.settings import Settings
+from tuning.hardware.targets import ResolvedTarget
 from tuning.publish.interchange import (
     RECORD_FILE,
     WORKLOAD_FILE,
@@ -60,7 +76,12 @@ class DatabaseImport:
 
 
 def import_database(
-    store: Store, queue: JobQueue, limits: SubmissionLimits, who: Identity, request: DatabaseImport
+    store: Store,
+    queue: JobQueue,
+    settings: Settings,
+    limits: SubmissionLimits,
+    who: Identity,
+    request: DatabaseImport,
 ) -> ImportOut:
     """Store the database's workloads and records for its target and queue the verification of
     each workload's best; returns what was stored (`service.app.responses.interchange.ImportOut`).
@@ -68,27 +89,40 @@ def import_database(
     Refusals: a target tunehub refuses, or one no worker registered without ``admin`` (422);
     0 or more than `MAX_WORKLOADS` workloads, more than `MAX_RECORDS` records, or any bad line,
     a trace the gate refuses among them (a 422 naming the file and line); a workload another
-    identity owns (403); no isolated parser free or available (429/503). Nothing is written
-    on any refusal.
+    identity owns (403); no isolated parser free or available (429/503); verification jobs
+    that would take ``who`` over its cap of active jobs (429), or one over ``max_trials`` (422
+    at the records file). Nothing is written on any refusal.
     """
     import tvm  # here, not at module level: the API process loads TVM on first use
 
     target = resolve_job_target(request.target, store)
     check_target(who, target.canonical, store)
-    parsed, records = _checked_database(limits.parses, request, who.limit_key)
+    parsed, lines, records = _checked_database(limits.parses, request, who.limit_key)
     _check_owner(store, who, parsed)
+    planned = _planned_jobs(store, target, parsed, lines, records)
+    # Admitted as every job is, before anything is written: the cap (429), then the trials.
+    new_jobs = [plan for plan in planned if plan.pending is None]
+    check_room(store, settings, who, len(new_jobs))
+    for plan in new_jobs:
+        check_trials(
+            settings,
+            plan.trials,
+            ("body", RECORD_FILE),
+            f"{WORKLOAD_FILE} line {plan.line} has {plan.trials} records for this target, "
+            "one trial each of its verification job: trials",
+        )
 
     stored_target = record_target(store, request.target, target)
-    workload_ids = [
-        store.catalog.get_or_create_workload(
+    workload_ids = {
+        p.shash: store.catalog.get_or_create_workload(
             p.shash, p.mod_json, None, {}, p.flop, owner=who.name
         ).id
         for p in parsed
-    ]
+    }
     added = 0
     for record in records:
         added += store.records.add(
-            workload_ids[record.workload_index],
+            workload_ids[parsed[record.workload_index].shash],
             stored_target.id,
             None,
             NewRecord(
@@ -101,20 +135,66 @@ def import_database(
             ),
         )
     jobs: list[ImportedJob] = []
-    for workload_id in dict.fromkeys(workload_ids):
-        measured = store.records.count(stored_target.id, workload_id)
-        pending = store.jobs.unfinished(workload_id, stored_target.id)
-        if not measured or pending is not None:  # a job that will see these records exists
-            if pending is not None:
-                jobs.append(imported_job_json(pending.id, workload_id, pending.state))
-            continue
-        job = store.jobs.create(
-            workload_id, stored_target.id, measured, queue_name(stored_target.key), who.name
-        )
-        if job.state == JobState.QUEUED.value:
-            dispatch_or_defer(store, queue, job)
-        jobs.append(imported_job_json(job.id, workload_id, job.state))
-    return import_json(stored_target, len(set(workload_ids)), added, len(records) - added, jobs)
+    # Counted again under the importer's lock: a submission beside this one (on any replica)
+    # cannot take the places these jobs were admitted to. (Only such a race is refused here,
+    # with the records stored, as a job's target and workload rows are: importing again is
+    # idempotent and makes the jobs.)
+    with admitting(store, settings, limits.admissions, who, len(new_jobs)):
+        for plan in planned:
+            workload_id = workload_ids[plan.shash]
+            if plan.pending is not None:  # a job that will see these records exists
+                jobs.append(imported_job_json(plan.pending.id, workload_id, plan.pending.state))
+                continue
+            job = store.jobs.create(
+                workload_id, stored_target.id, plan.trials, queue_name(stored_target.key), who.name
+            )
+            if job.state == JobState.QUEUED.value:
+                dispatch_or_defer(store, queue, job)
+            jobs.append(imported_job_json(job.id, workload_id, job.state))
+    return import_json(stored_target, len(workload_ids), added, len(records) - added, jobs)
+
+
+@dataclass(frozen=True)
+class _Planned:
+    """A workload of the import that gets a verification job (``pending`` None: a new one of
+    ``trials``, its records on the target once imported) or has one under way already."""
+
+    shash: str
+    line: int  # its first line in the workloads file
+    trials: int
+    pending: Job | None
+
+
+def _planned_jobs(
+    store: Store,
+    target: ResolvedTarget,
+    parsed: list[ParsedTir],
+    lines: list[int],
+    records: list[RecordLine],
+) -> list[_Planned]:
+    """The verification jobs the import would make or find, read before anything is written:
+    one per distinct workload with records on the target (stored ones, and the import's traces
+    not stored yet) and no job under way."""
+    stored_target = store.catalog.find_target(target_key(target.canonical))
+    traces: dict[str, set[str]] = defaultdict(set)
+    for record in records:
+        traces[parsed[record.workload_index].shash].add(json.dumps(record.trace))
+    planned: list[_Planned] = []
+    first_lines = {p.shash: line for p, line in reversed(list(zip(parsed, lines, strict=True)))}
+    for shash, line in sorted(first_lines.items(), key=lambda item: item[1]):
+        workload = store.catalog.find_user_workload(shash)
+        stored, pending, new = 0, None, len(traces[shash])
+        if workload is not None and stored_target is not None:
+            stored = store.records.count(stored_target.id, workload.id)
+            pending = store.jobs.unfinished(workload.id, stored_target.id)
+            if stored:
+                new = sum(
+                    not store.records.has_trace(workload.id, stored_target.id, trace)
+                    for trace in traces[shash]
+                )
+        if stored + new or pending is not None:
+            planned.append(_Planned(shash, line, stored + new, pending))
+    return planned
 
 
 def _check_owner(store: Store, who: Identity, parsed: list[ParsedTir]) -> None:
@@ -134,10 +214,10 @@ def _check_owner(store: Store, who: Identity, parsed: list[ParsedTir]) -> None:
 
 def _checked_database(
     gate: ParseGate, request: DatabaseImport, who: str
-) -> tuple[list[ParsedTir], list[RecordLine]]:
+) -> tuple[list[ParsedTir], list[int], list[RecordLine]]:
     """Every workload of the database parsed and re-derived in isolation (one parser slot for
-    the whole database) with the records replayed on it, and the records; a 422 at the file
-    of the first bad line."""
+    the whole database) with the records replayed on it, their line numbers, and the records;
+    a 422 at the file of the first bad line."""
     workload_lines = split_lines(request.workloads)
     record_lines = split_lines(request.records)
     if not workload_lines or len(workload_lines) > MAX_WORKLOADS:
@@ -163,7 +243,7 @@ def _checked_database(
     except InterchangeError as err:
         field = RECORD_FILE if str(err).startswith(RECORD_FILE) else WORKLOAD_FILE
         raise InvalidInput(("body", field), str(err), "invalid_database") from None
-    return parsed, records
+    return parsed, [number for number, _ in workload_lines], records
 
 
 def _checked_workload(number: int, line: str, records: list[tuple[int, RecordLine]]) -> ParsedTir:

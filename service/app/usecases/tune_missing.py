@@ -20,7 +20,7 @@ from schedules_db.keys import target_key
 from schedules_db.reader import SqlScheduleReader
 from schedules_db.values import JobState
 from service.app.actors import Identity
-from service.app.admission import admitted_target, check_active_jobs, record_target
+from service.app.admission import admitted_target, admitting, record_target
 from service.app.ports import SubmissionLimits
 from service.app.responses.lookups import TaskState
 from service.app.untrusted_input import parsed_tasks
@@ -64,11 +64,8 @@ def tune_missing(
     untuned = [task for task in parsed if task.shash not in tuned]
     # Under the identity's lock, so two uploads (on any replicas) cannot both take the cap's
     # last places.
-    with limits.admissions.admitting(who.name):
-        # Every untuned task may need a job of the caller's: room for all of them, or none is made.
-        check_active_jobs(
-            store.jobs.count_unfinished(who.name) + len(untuned) - 1, settings.max_active_jobs
-        )
+    # Every untuned task may need a job of the caller's: room for all of them, or none is made.
+    with admitting(store, settings, limits.admissions, who, len(untuned)):
         stored_target = record_target(store, request.target, target)
         workloads = {
             task.shash: store.catalog.get_or_create_workload(
