@@ -29,7 +29,10 @@ def api(store_url: str, tmp_path: Path) -> Iterator[tuple[httpx.Client, Store, d
                               store.catalog.list_targets()[0].id, 10**4, "q")  # fmt: skip
     ids["queued"] = (None, queued.id)
     settings = Settings(
-        data_dir=tmp_path, database_url=store_url, artifact_dir=tmp_path / "artifacts"
+        data_dir=tmp_path,
+        database_url=store_url,
+        artifact_dir=tmp_path / "artifacts",
+        artifact_store="directory",  # where `publish` put them (auto would be the database)
     )
     with (
         ServerThread(create_app(settings, run_reaper=False)) as server,

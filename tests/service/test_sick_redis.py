@@ -78,16 +78,22 @@ def silent_redis() -> Iterator[SilentRedis]:
         yield server
 
 
+def serving(redis: SilentRedis, data_dir: Path, timeout_s: float) -> ServerThread:
+    """The API with its shared limits in ``redis``, each call given ``timeout_s``."""
+    settings = Settings(
+        data_dir=data_dir,
+        redis_url=f"redis://127.0.0.1:{redis.port}/0",
+        redis_timeout_s=timeout_s,
+    )
+    return ServerThread(create_app(settings, run_reaper=False))
+
+
 def test_reads_answer_while_writes_wait_on_a_silent_redis(
     silent_redis: SilentRedis, tmp_path: Path
 ) -> None:
-    settings = Settings(
-        data_dir=tmp_path,
-        redis_url=f"redis://127.0.0.1:{silent_redis.port}/0",
-        redis_timeout_s=30.0,  # the posts stay stuck for the whole test: no timing involved
-    )
+    # 30 s: the posts stay stuck for the whole test, no timing involved.
     with (
-        ServerThread(create_app(settings, run_reaper=False)) as server,
+        serving(silent_redis, tmp_path, 30.0) as server,
         httpx.Client(base_url=server.url, timeout=60) as client,
         ThreadPoolExecutor(STUCK_POSTS) as pool,
     ):
@@ -107,13 +113,8 @@ def test_reads_answer_while_writes_wait_on_a_silent_redis(
 def test_after_a_timeout_the_breaker_refuses_writes_without_asking_redis(
     silent_redis: SilentRedis, tmp_path: Path
 ) -> None:
-    settings = Settings(
-        data_dir=tmp_path,
-        redis_url=f"redis://127.0.0.1:{silent_redis.port}/0",
-        redis_timeout_s=0.5,
-    )
     with (
-        ServerThread(create_app(settings, run_reaper=False)) as server,
+        serving(silent_redis, tmp_path, 0.5) as server,
         httpx.Client(base_url=server.url + "/api/v1", timeout=60) as client,
     ):
         first = client.post("/jobs/999999/cancel")  # times out: the breaker opens
