@@ -4,12 +4,12 @@ test_jobs_store.py."""
 
 from __future__ import annotations
 
-import time
 from datetime import timedelta
 
 from schedules_db.store import Store
 from schedules_db.values import Worker
 from tests.schedules_db.store_data import STALE, target
+from tests.waiting import eventually
 
 
 def test_worker_registry_and_live_targets(store: Store) -> None:
@@ -25,8 +25,8 @@ def test_worker_registry_and_live_targets(store: Store) -> None:
     assert rows["w-b"].rpc == {"tracker": "h:9190", "key": "k"}
     store.fleet.stopped("w-b")
     assert store.fleet.live_target_ids(STALE) == {ta}
-    time.sleep(1.1)
-    assert store.fleet.live_target_ids(timedelta(seconds=1)) == set()  # w-a went silent
+    silent = timedelta(milliseconds=100)  # w-a goes silent: no beat within the last 0.1 s
+    eventually(lambda: store.fleet.live_target_ids(silent) == set(), what="w-a still live")
     assert store.fleet.registered_target_ids() == {ta, tb}  # live or not
     # A restarted worker of the same name replaces its row.
     store.fleet.register("w-b", "host2", 789, [ta, tb], fingerprint)

@@ -14,6 +14,7 @@ from schedules_db.tables import JobRow, TuningRecordRow
 from schedules_db.tables import utcnow as now
 from schedules_db.values import Job, JobState
 from tests.schedules_db.store_data import STALE, pair, target
+from tests.waiting import eventually
 
 
 def test_claim_is_exclusive_and_stale_jobs_can_be_reclaimed(store: Store) -> None:
@@ -84,8 +85,8 @@ def test_fail_cancel_and_requeue(store: Store) -> None:
 
     stale = store.jobs.create(wid, tid, 8, "q")
     store.jobs.claim(stale.id, "w9", STALE)
-    time.sleep(0.05)
-    requeued = store.jobs.requeue_stale(timedelta(seconds=0))
+    # Stale after 0 s once the clock has moved past its claim: polled, not slept for.
+    requeued = eventually(lambda: store.jobs.requeue_stale(timedelta(seconds=0)))
     assert [(j.id, j.worker, j.state) for j in requeued] == [(stale.id, "w9", "running")]
     row = store.jobs.get(stale.id)
     assert row.state == "queued" and "w9" in row.error

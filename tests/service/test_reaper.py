@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import sqlite3
-import time
 from datetime import timedelta
 from pathlib import Path
 
 from schedules_db import Store, make_engine, upgrade_schema
+from schedules_db.tables import utcnow
 from service.entry.reaper import Reaper
 from service.shared.queue import JobQueue
 from service.shared.settings import Settings
+from tests.waiting import eventually
 
 
 def _messages(broker_db: Path) -> list[tuple[str, int]]:
@@ -30,7 +31,9 @@ def test_reaper_resends_lost_and_stale_jobs_and_purges_delivered(tmp_path: Path)
     never_sent = store.jobs.create(workload.id, target.id, 8, "tunehub.q")
     crashed = store.jobs.create(workload.id, target.id, 8, "tunehub.q")
     assert store.jobs.claim(crashed.id, "dead", timedelta(seconds=90))
-    time.sleep(0.01)
+    # Stale (after 0 s) once the clock has moved past its last beat: polled, not slept for.
+    beaten = store.jobs.get(crashed.id).heartbeat_at.replace(tzinfo=None)
+    eventually(lambda: utcnow().replace(tzinfo=None) > beaten)
 
     queue = JobQueue(settings)
     try:
