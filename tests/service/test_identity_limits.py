@@ -3,25 +3,50 @@ Retry-After that spares reads), the cap on queued jobs, and with auth off, limit
 
 from __future__ import annotations
 
-import time
+from dataclasses import replace
 from pathlib import Path
 
+from service.web.shared_limits.local import WriteLimiter
 from tests.service.deployment import Deployment, job_body
+
+
+class Clock:
+    """A monotonic clock the test moves by hand: the buckets refill only when it says."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _writes_on(d: Deployment, clock: Clock) -> None:
+    """The running server's write limiter, with the deployment's rate and burst, on ``clock``
+    (the limiter's own hook; requests read the services from the app's state each time)."""
+    services = d.app.state.services
+    writes = WriteLimiter(d.settings.write_rate_per_s, d.settings.write_burst, clock)
+    d.app.state.services = replace(services, limits=replace(services.limits, writes=writes))
 
 
 def test_write_rate_limit_is_a_429_with_retry_after_and_spares_reads(tmp_path: Path) -> None:
     with Deployment(tmp_path, auth=True, write_rate_per_s=0.5, write_burst=3) as d:
-        # the deployment's own set-up spent one of root's writes; alice has her own bucket
+        # The clock stands still while the burst is spent: however slow the machine, no token
+        # comes back between these requests (with the wall clock, a 2 s stall refilled one).
+        clock = Clock()
+        _writes_on(d, clock)
         statuses = [d.post("submit", "/jobs/987654/cancel").status_code for _ in range(4)]
         assert statuses == [404, 404, 404, 429]
         limited = d.post("submit", "/jobs", job_body())
         assert limited.status_code == 429 and limited.json()["type"] == "rate_limited"
-        assert 1 <= int(limited.headers["retry-after"]) <= 2
-        assert limited.json()["retry_after_s"] == int(limited.headers["retry-after"])
+        assert limited.headers["retry-after"] == "2"  # one token at 0.5/s
+        assert limited.json()["retry_after_s"] == 2
         assert d.post("other-submit", "/jobs", job_body()).status_code == 201  # per identity
         assert all(d.get("submit", "/jobs").status_code == 200 for _ in range(20))  # reads
-        time.sleep(2.1)  # one token back at 0.5/s
+        clock.now += 1.9
+        assert d.post("submit", "/jobs", job_body()).status_code == 429  # not yet
+        clock.now += 0.1  # one token back at 0.5/s
         assert d.post("submit", "/jobs", job_body()).status_code == 201
+        assert d.post("submit", "/jobs", job_body()).status_code == 429  # and only one
 
 
 def test_queued_jobs_per_identity_are_capped(tmp_path: Path) -> None:
