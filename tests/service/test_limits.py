@@ -120,24 +120,26 @@ def test_caps_are_per_route(server: ServerThread) -> None:
 
 
 def test_a_slow_upload_does_not_hold_other_requests(server: ServerThread) -> None:
-    done = threading.Event()
+    done, sending = threading.Event(), threading.Event()
 
     def trickle() -> Iterator[bytes]:
-        for _ in range(20):
+        for _ in range(600):  # a byte every 0.1 s until the check is over (60 s at most)
             if done.is_set():
                 return
-            time.sleep(0.1)
             yield b" "
+            sending.set()  # the first byte went out: the server is reading the upload
+            time.sleep(0.1)
 
     uploader = threading.Thread(
         target=lambda: httpx.post(
-            server.url + "/api/v1/jobs", content=trickle(), headers=JSON, timeout=30
+            server.url + "/api/v1/jobs", content=trickle(), headers=JSON, timeout=90
         )
     )
     uploader.start()
     try:
-        time.sleep(0.3)
+        assert sending.wait(timeout=30), "the upload never started"
         assert _healthy(server) < PROMPT_S
+        assert uploader.is_alive()  # answered while the upload was still trickling in
     finally:
         done.set()
         uploader.join()
