@@ -395,3 +395,17 @@ class LeaseRow(Base):
     name: Mapped[str] = mapped_column(String(64), primary_key=True)
     holder: Mapped[str] = mapped_column(String(255), nullable=False)
     expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+
+
+class ArtifactReaderRow(Base):
+    """Where an API process reads artifacts, announced until ``fresh_until``
+    (`schedules_db.store.artifact_readers`): a worker checks that it publishes there."""
+
+    __tablename__ = "artifact_readers"
+
+    process: Mapped[str] = mapped_column(String(255), primary_key=True)  # host:pid:nonce
+    marker: Mapped[str] = mapped_column(String(64), nullable=False)  # the place it reads
+    kind: Mapped[str] = mapped_column(String(16), nullable=False)  # "database" or "directory"
+    hostname: Mapped[str] = mapped_column(String(255), nullable=False)
+    path: Mapped[str] = mapped_column(String(1024), nullable=False)
+    fresh_until: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)

@@ -9,7 +9,9 @@ split by aggregate, each module with its own contract:
 * `store.models` (`schedules_db.store.models`): whole-model jobs, their tasks and compiles;
 * `store.neighbours` (`schedules_db.store.neighbours`): unverified answers from tuned neighbours;
 * `store.cost_models` (`schedules_db.store.cost_models`): each target's transferred cost model;
-* `store.leases` (`schedules_db.store.leases`): duties one process of a deployment performs.
+* `store.leases` (`schedules_db.store.leases`): duties one process of a deployment performs;
+* `store.readers` (`schedules_db.store.artifact_readers`): where the API processes read
+  artifacts (a worker checks it publishes there).
 
 Artifact bytes live in the artifact store (`schedules_db.blobs`), beside the rows.
 
@@ -62,6 +64,7 @@ from contextlib import contextmanager
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
+from schedules_db.store.artifact_readers import ArtifactReaders
 from schedules_db.store.catalog import CatalogRows
 from schedules_db.store.cost_models import CostModels
 from schedules_db.store.fleet import Fleet
@@ -93,6 +96,7 @@ class Store:
         self.neighbours = Neighbours(*shared)
         self.cost_models = CostModels(*shared)
         self.leases = Leases(*shared)
+        self.readers = ArtifactReaders(*shared)
 
     @contextmanager
     def session(self) -> Iterator[Session]:

@@ -30,6 +30,7 @@ from service.app.responses.fleet import Health
 from service.dashboard import install_dashboard
 from service.entry.reaper import Reaper
 from service.shared.artifact_files import ArtifactFiles, open_blob_store
+from service.shared.artifact_readers import ReaderAnnouncer
 from service.shared.queue import JobQueue
 from service.shared.settings import Settings
 from service.web.allowed_hosts import AllowedHosts, allowed_hosts
@@ -80,12 +81,16 @@ def create_app(settings: Settings | None = None, run_reaper: bool = True) -> Fas
             streams=StreamSlots(settings.max_streams_per_identity, settings.max_streams),
         )
         install_services(app, services)
+        announcer = ReaderAnnouncer(services.store, settings)
+        announcer.announce()  # before any request: a worker started next sees it
+        announcer.start()
         reaper = Reaper(services.store, services.queue, settings, blobs) if run_reaper else None
         if reaper:
             reaper.start()
         try:
             yield
         finally:
+            announcer.stop()
             if reaper:
                 reaper.stopped.set()
                 reaper.join(timeout=10)  # it gives its lease up: another replica reaps at once

@@ -55,8 +55,9 @@ def stop_group(proc: subprocess.Popen[bytes], grace_s: float = STOP_GRACE_S) -> 
 
 
 def supervise(argv: list[str], env: dict[str, str]) -> int:
-    """Run ``argv`` (a worker) until it exits cleanly or this process is told to stop;
-    restart it with exponential back-off when it dies otherwise. Returns its exit status."""
+    """Run ``argv`` (a worker) until it exits cleanly, refuses to start (status
+    ``os.EX_CONFIG``: its configuration is wrong) or this process is told to stop; restart it
+    with exponential back-off when it dies otherwise. Returns its exit status."""
     stopping = False
     child: subprocess.Popen[bytes] | None = None
 
@@ -88,6 +89,10 @@ def supervise(argv: list[str], env: dict[str, str]) -> int:
                     break
         kill_group(child.pid)  # popen pools the worker left behind
         if stopping or returncode == 0:
+            return returncode
+        if returncode == os.EX_CONFIG:  # it refused to start: a restart would refuse again
+            log.error("worker pid %s refused to start (see its message); not restarted",
+                      child.pid)  # fmt: skip
             return returncode
         if time.monotonic() - started > HEALTHY_AFTER_S:
             backoff = 1.0

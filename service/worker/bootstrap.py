@@ -6,13 +6,15 @@ import json
 import logging
 import os
 import socket
+import sys
 import uuid
 from datetime import timedelta
-from typing import Any
+from typing import Any, NoReturn
 
 from schedules_db import Store, make_engine, upgrade_schema
 from service.app.admission import find_named_target, record_target, resolve_named
 from service.shared.artifact_files import open_blob_store
+from service.shared.artifact_readers import publishing_problem
 from service.shared.queue import make_celery, queue_name
 from service.shared.settings import Settings
 from service.worker.consumer import register_consumer
@@ -54,6 +56,13 @@ def measure_peaks(
     return found
 
 
+def refuse(reason: str) -> NoReturn:
+    """End a worker that must not start: ``reason`` on stderr, exit status ``os.EX_CONFIG``
+    (a configuration error: `service.entry.supervisor` does not restart it)."""
+    print(f"tunehub worker: {reason}", file=sys.stderr, flush=True)
+    raise SystemExit(os.EX_CONFIG)
+
+
 def run_worker(
     settings: Settings,
     target_specs: list[str],
@@ -72,19 +81,25 @@ def run_worker(
 
     A worker that measures on this machine runs every candidate in a jail
     (`tuning.measure.kernel_jail`): where isolation cannot be built (not root, no ``unshare``,
-    a seccomp profile that forbids namespaces) it refuses to start (`SystemExit`), before it
-    touches the store or the broker.
+    a seccomp profile that forbids namespaces) it refuses to start, before it touches the
+    store or the broker. So does a worker that would publish artifacts where an API process of
+    the deployment cannot read them (`service.shared.artifact_readers.publishing_problem`).
+    A refusal exits with ``os.EX_CONFIG``, which the supervisor does not restart.
     """
     if rpc is None:
         reason = unavailable_reason()
         if reason:
-            raise SystemExit(
-                f"tunehub worker: kernels run only in a jail, and isolation is unavailable "
-                f"here: {reason} (run the worker as root, or measure on a device with --rpc-*)"
+            refuse(
+                f"kernels run only in a jail, and isolation is unavailable here: {reason} "
+                f"(run the worker as root, or measure on a device with --rpc-*)"
             )
     engine = make_engine(settings.store_url)
     upgrade_schema(engine)
     store = Store(engine, tvm_series=current_tvm_series())
+    problem = publishing_problem(settings, store)
+    if problem:
+        engine.dispose()
+        refuse(f"its artifacts would be lost: {problem}")
     queues: list[str] = []
     target_ids: list[int] = []
     canonicals: list[dict[str, Any]] = []
