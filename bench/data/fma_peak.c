@@ -1,4 +1,4 @@
-/* The fp32 FMA peak, measured independently of TVM (tests/tuning/test_peak.py): THREADS
+/* The fp32 FMA peak, measured independently of TVM (bench/hardware_figures.py): THREADS
  * threads, each running 12 independent vector FMA chains that start from distinct values (so
  * no compiler merges them), AVX-512 wide when compiled with -mavx512f, else AVX2. Prints the
  * best GFLOPS of five runs. */
