@@ -48,6 +48,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import psutil  # noqa: E402
 from sqlalchemy import create_engine, text  # noqa: E402
 
 from schedules_db import Store, make_engine, upgrade_schema  # noqa: E402
@@ -223,6 +224,7 @@ class Stats:
     latencies: list[float] = field(default_factory=list)
     bytes: int = 0
     errors: int = 0
+    server_cpu_s: float = 0.0  # CPU time the servers' processes used while measured
 
     def pct(self, q: float) -> float:
         ordered = sorted(self.latencies)
@@ -231,26 +233,54 @@ class Stats:
     def line(self, name: str) -> str:
         rate = len(self.latencies) / self.seconds if self.seconds else 0.0
         mb = self.bytes / self.seconds / 1e6 if self.seconds else 0.0
+        cpu_ms = self.server_cpu_s / len(self.latencies) * 1e3 if self.latencies else 0.0
+        cpu = f"{cpu_ms:>10.2f}" if self.server_cpu_s else f"{'-':>10}"  # not read: open loop
         return (
             f"{name:<34} {len(self.latencies):>7} {rate:>9.0f} {self.pct(0.5):>8.1f} "
             f"{self.pct(0.99):>8.1f} {self.pct(1.0) if self.latencies else 0:>8.1f} "
-            f"{mb:>7.1f} {self.errors:>6}"
+            f"{mb:>7.1f} {self.errors:>6} {cpu}"
         )
 
 
 HEADER = (
     f"{'phase':<34} {'requests':>7} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} "
-    f"{'MB/s':>7} {'errors':>6}"
+    f"{'MB/s':>7} {'errors':>6} {'srv CPU ms':>10}"
 )
+# srv CPU ms: CPU time (user + system) of every server process per measured request, read
+# from /proc (psutil) at the start and end of the measured window: what one request costs
+# the server, whatever else shares the machine.
+
+
+def server_cpu_s(procs: list[subprocess.Popen]) -> float:
+    """CPU seconds used so far by the server processes and their children."""
+    total = 0.0
+    for proc in procs:
+        try:
+            root = psutil.Process(proc.pid)
+            for one in [root, *root.children(recursive=True)]:
+                times = one.cpu_times()
+                total += times.user + times.system
+        except psutil.NoSuchProcess:
+            continue
+    return total
 
 
 async def closed_loop(
-    ports: list[int], next_path: Callable[[], str], clients: int, duration: float
+    ports: list[int],
+    next_path: Callable[[], str],
+    clients: int,
+    duration: float,
+    cpu: Callable[[], float] = lambda: 0.0,
 ) -> Stats:
-    """``clients`` connections in a loop for ``duration`` s (after the warm-up)."""
+    """``clients`` connections in a loop for ``duration`` s (after the warm-up); ``cpu``: the
+    servers' CPU seconds so far, read as the measured window opens and closes."""
     conns = [await Connection.open(ports, n) for n in range(clients)]
     stats, started = Stats(), time.monotonic()
     measure_from, stop_at = started + WARMUP_S, started + WARMUP_S + duration
+
+    async def window() -> None:
+        await asyncio.sleep(WARMUP_S)
+        stats.server_cpu_s = -cpu()
 
     async def run(conn: Connection) -> None:
         while (now := time.monotonic()) < stop_at:
@@ -261,8 +291,9 @@ async def closed_loop(
                 stats.bytes += size
                 stats.errors += status not in (200, 304)
 
-    await asyncio.gather(*(run(c) for c in conns))
+    await asyncio.gather(window(), *(run(c) for c in conns))
     stats.seconds = time.monotonic() - measure_from
+    stats.server_cpu_s += cpu()
     for conn in conns:
         conn.close()
     return stats
@@ -335,11 +366,12 @@ def bench_store(name: str, store_url: str, work: Path, args: argparse.Namespace)
         sample = asyncio.run(_sizes(ports, ids))
         print(f"{name}: response sizes {sample}")
         rows = []
-        stats = asyncio.run(closed_loop(ports, mixed, args.clients, args.duration))
+        cpu = lambda: server_cpu_s(procs)  # noqa: E731
+        stats = asyncio.run(closed_loop(ports, mixed, args.clients, args.duration, cpu))
         rows.append(stats.line(f"{name} mixed closed x{args.clients}"))
         rng = random.Random(3)
         artifact = lambda: f"/api/v1/schedules/{rng.choice(ids['schedules'])}/artifact"  # noqa: E731
-        stats = asyncio.run(closed_loop(ports, artifact, ARTIFACT_CLIENTS, args.duration))
+        stats = asyncio.run(closed_loop(ports, artifact, ARTIFACT_CLIENTS, args.duration, cpu))
         rows.append(stats.line(f"{name} artifact closed x{ARTIFACT_CLIENTS}"))
         stats = asyncio.run(open_loop(ports, mixed, args.rate, args.duration))
         rows.append(stats.line(f"{name} mixed open {args.rate:.0f}/s"))

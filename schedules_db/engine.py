@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DisconnectionError
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 # Any fixed 64-bit number: the PostgreSQL advisory lock that serialises schema upgrades.
@@ -38,7 +40,33 @@ def make_engine(url: str) -> Engine:
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
-    return create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=10)
+    engine = create_engine(url, pool_size=5, max_overflow=10)
+    _ping_when_idle(engine)
+    return engine
+
+
+PING_IDLE_S = 1.0  # a pooled connection unused this long is pinged before it is handed out
+
+
+def _ping_when_idle(engine: Engine) -> None:
+    """Hand out a pooled connection that sat unused for `PING_IDLE_S` only after a round trip
+    proves it alive (a dead one is replaced; SQLAlchemy's `pool_pre_ping`, but not before
+    every checkout: on a busy API that ping was a second round trip for every one-SELECT
+    lookup). A connection that died within its last second of use fails its statement; the
+    pool then drops every connection it held (SQLAlchemy's disconnect handling)."""
+
+    @event.listens_for(engine, "checkin")
+    def returned(_dbapi: Any, record: Any) -> None:
+        record.info["returned_at"] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def handed_out(dbapi: Any, record: Any, _proxy: Any) -> None:
+        if time.monotonic() - record.info.get("returned_at", 0.0) < PING_IDLE_S:
+            return
+        try:
+            engine.dialect.do_ping(dbapi)
+        except Exception as err:  # any failure: the pool discards it and connects again
+            raise DisconnectionError(f"a pooled connection was dead: {err}") from err
 
 
 @contextmanager

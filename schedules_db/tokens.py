@@ -17,7 +17,8 @@ Contract (what every caller may rely on):
   reserved (the auth-off identity, the anonymous reader, the import verification jobs).
 * **Scopes** are granted as a set of `SCOPES`; each implies the ones below it
   (`effective_scopes`): ``admin`` ⇒ everything, ``submit-code`` ⇒ ``submit`` ⇒ ``read``.
-* **Revocation and expiry** are immediate: the next lookup sees them (there is no cache).
+* **Revocation and expiry** are immediate here: the next `find` sees them (this store has no
+  cache; the API keeps found rows for a fraction of a second, `service.web.token_cache`).
   Revocation is final; an expiry is fixed at creation.
 """
 

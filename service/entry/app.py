@@ -43,12 +43,15 @@ from service.web.errors import (
 )
 from service.web.forwarded import ForwardedFor
 from service.web.limits import BodyLimit, route_caps
+from service.web.metrics import install_metrics
 from service.web.openapi_doc import install_openapi
 from service.web.refusals import Refusal, refusal_handler
 from service.web.refused import refused_handler
+from service.web.request_ids import RequestIds, install_log_records
 from service.web.services import Services, install_services
 from service.web.shared_limits import shared_limits
 from service.web.streams import StreamSlots
+from service.web.token_cache import VerifiedTokens
 from tuning.hardware.host import current_tvm_series
 from tuning.jail import set_max_concurrent
 
@@ -67,18 +70,20 @@ def create_app(settings: Settings | None = None, run_reaper: bool = True) -> Fas
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         engine = make_engine(settings.store_url)
         upgrade_schema(engine)
-        set_max_concurrent(settings.max_parses)
+        set_max_concurrent(settings.max_parses, settings.parse_wait_s)
         blobs = open_blob_store(settings, engine)
+        tokens = TokenStore(engine)
         services = Services(
             settings=settings,
             store=Store(engine, tvm_series=current_tvm_series()),
             queue=JobQueue(settings),
-            tokens=TokenStore(engine),
+            tokens=tokens,
             limits=shared_limits(settings),
             sessions=DashboardSessions(engine),
             blobs=blobs,
             artifacts=ArtifactFiles(blobs, settings.artifact_cache, settings.artifact_cache_bytes),
             streams=StreamSlots(settings.max_streams_per_identity, settings.max_streams),
+            verified_tokens=VerifiedTokens(tokens, settings.token_cache_s),
         )
         install_services(app, services)
         announcer = ReaderAnnouncer(services.store, settings)
@@ -132,8 +137,12 @@ def create_app(settings: Settings | None = None, run_reaper: bool = True) -> Fas
     # The one place the client address is resolved: X-Forwarded-For only from trusted_proxies
     # (uvicorn's own proxy handling is off wherever tunehub starts it).
     app.add_middleware(ForwardedFor, trusted=settings.trusted_proxies)
-    # Outermost: a request addressed to a name this service does not answer to goes no further.
+    # A request addressed to a name this service does not answer to goes no further.
     app.add_middleware(AllowedHosts, hosts=allowed_hosts(settings.allowed_hosts))
+    install_metrics(app)  # GET /metrics; every request timed, refused hosts included
+    # Outermost: every answer carries the request's id, every error body and log line too.
+    app.add_middleware(RequestIds)
+    install_log_records()
 
     @app.get("/healthz", tags=["health"], response_model=Health, responses=responses(413))
     def healthz() -> dict[str, str]:

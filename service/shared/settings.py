@@ -98,6 +98,10 @@ class Settings:
     # Auth (service.web.auth): off = every client is the identity "local" with every scope.
     auth: bool = False
     anonymous_reads: bool = False  # with auth: GET routes and POST /lookup answer without a token
+    # How long an API process trusts a token's row once read (service.web.token_cache): a
+    # revoked token stops working on every replica at most this long after the revocation.
+    # 0: one SELECT per authenticated request.
+    token_cache_s: float = 0.5
     # Per identity (per client address with auth off); 0 switches a limit off.
     write_rate_per_s: float = 5.0  # token bucket refill for POST routes
     write_burst: int = 30  # the bucket's size
@@ -108,8 +112,23 @@ class Settings:
     max_import_body_bytes: int = 64 * 2**20  # POST /import (a MetaSchedule JSON database)
     max_model_body_bytes: int = 256 * 2**20  # POST /models (model uploads)
     # Isolated parsers of user code (tuning.jail) one API process runs at once; a request
-    # past that gets a 429 with Retry-After. Each takes ~1.5 s of a core and up to 4 GiB.
+    # past that waits (parse_wait_s), then gets a 429 with Retry-After. Each takes ~1.8 s of a
+    # core and up to 4 GiB.
     max_parses: int = 2
+    # A request past max_parses waits this long for a parser, first come first served (at most
+    # 8 wait), before its 429; 0: the 429 at once.
+    parse_wait_s: float = 10.0
+    # Seconds of parsing (a parser held, wall clock) one identity may spend a minute, over every
+    # replica: each parse is counted when it ends, and an identity in debt gets a 429
+    # parse_quota_exhausted with Retry-After before its next upload is parsed. A minute's worth
+    # may be spent at once; 0: no quota.
+    parse_seconds_per_minute: float = 30.0
+    # User TIR (raw TIR, each task of POST /tasks, each workload of POST /import) is refused
+    # before it is parsed (a 422 tir_too_large at the field) with more blocks than this, or as
+    # TVMScript text of more bytes than max_tir_bytes (JSON keeps its own caps: 256 KiB raw,
+    # 1 MiB a task). 0: no cap.
+    max_tir_blocks: int = 64
+    max_tir_bytes: int = 64 * 1024
     # Job event streams one API process holds open (service.web.streams): per identity, and in
     # all; a stream past either is a 429 (0: no cap). Each polls the store twice a second.
     max_streams_per_identity: int = 16
@@ -151,6 +170,7 @@ class Settings:
             ("seed", int),
             ("auth", _flag),
             ("anonymous_reads", _flag),
+            ("token_cache_s", float),
             ("write_rate_per_s", float),
             ("write_burst", int),
             ("max_active_jobs", int),
@@ -159,6 +179,10 @@ class Settings:
             ("max_import_body_bytes", int),
             ("max_model_body_bytes", int),
             ("max_parses", int),
+            ("parse_wait_s", float),
+            ("parse_seconds_per_minute", float),
+            ("max_tir_blocks", int),
+            ("max_tir_bytes", int),
             ("max_streams_per_identity", int),
             ("max_streams", int),
             ("allowed_hosts", _names),

@@ -101,10 +101,16 @@ class Access:
         self, request: Request, credentials: HTTPAuthorizationCredentials | None
     ) -> Identity:
         state = services(request)
-        lookup = state.settings.auth and (credentials is not None or bool(session_of(request)))
+        lookup = state.settings.auth and (
+            bool(session_of(request))
+            or (
+                credentials is not None
+                and not state.verified_tokens.cached(credentials.credentials)
+            )
+        )
         if lookup and not inline_ok(state.tokens.engine):  # across a network, or pool busy
             identity = await run_in_threadpool(self._identify, request, credentials)
-        else:  # no I/O, or one indexed SELECT on a local store: not worth a hop (service.web.reads)
+        else:  # no I/O (a cached token), or one indexed SELECT on a local store: not worth a hop
             identity = self._identify(request, credentials)
         if identity.token is not None and state.tokens.due_for_mark(identity.token.id):
             await run_in_threadpool(_mark_used, state.tokens, identity.token.id)
@@ -145,7 +151,7 @@ class Access:
             raise unauthorized(
                 "an API token is required: Authorization: Bearer <token>", "missing_token"
             )
-        token = shared.tokens.find(credentials.credentials)
+        token = shared.verified_tokens.find(credentials.credentials)  # service.web.token_cache
         if token is None:
             raise unauthorized("unknown API token", "invalid_token")
         return _token_identity(token)

@@ -17,6 +17,7 @@ from service.shared.queue import JobQueue
 from service.shared.settings import Settings
 from service.web.shared_limits import SharedLimits
 from service.web.streams import StreamSlots
+from service.web.token_cache import VerifiedTokens
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,7 @@ class Services:
     blobs: BlobStore  # where artifact bytes live (schedules_db.blobs)
     artifacts: ArtifactFiles  # verified local files of them, for downloads
     streams: StreamSlots  # the job event streams this process holds open
+    verified_tokens: VerifiedTokens  # bearer tokens as the store said, for token_cache_s
 
 
 def install_services(app: FastAPI, services: Services) -> None:

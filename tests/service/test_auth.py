@@ -189,7 +189,9 @@ def test_anonymous_reads_when_the_operator_allows_them(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------- tokens
 def test_missing_unknown_expired_and_revoked_tokens_are_401(tmp_path: Path) -> None:
-    with Deployment(tmp_path, auth=True) as d:
+    # The test rewrites a token's expiry under the server: no token cache, whose bound on a
+    # revocation's delay tests/service/test_token_cache.py proves.
+    with Deployment(tmp_path, auth=True, token_cache_s=0) as d:
         expiring, info = d.tokens.create("eve", ["read"], datetime.now(timezone.utc) + timedelta(1))
         revoked, gone = d.tokens.create("mallory", ["admin"])
         assert d.http.get("/jobs", headers={"Authorization": f"Bearer {expiring}"}).is_success
