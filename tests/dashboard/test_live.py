@@ -4,7 +4,7 @@ its page."""
 
 from __future__ import annotations
 
-import time
+import re
 from pathlib import Path
 
 import httpx
@@ -12,31 +12,43 @@ import pytest
 from playwright.sync_api import Browser, Page, expect
 
 from tests.dashboard.conftest import open_tab
-from tests.e2e.helpers import start_serve, stop
+from tests.e2e.helpers import forget_target_figures, start_serve, stop
 
 pytestmark = pytest.mark.e2e
 TRIALS = 12  # three batches of 4: the curve grows three times
 
 
+# Every change of a curve's point count and a job's state, recorded by the page itself as it
+# happens (a poll from the test, 0.1 s apart, could miss a step the page showed between two).
+RECORD_CHANGES = """
+window.tunehubSeen = [];
+new MutationObserver(function (changes) {
+  changes.forEach(function (c) {
+    window.tunehubSeen.push([c.attributeName, c.target.getAttribute(c.attributeName)]);
+  });
+}).observe(document, {subtree: true, attributes: true,
+                      attributeFilter: ["data-points", "data-state"]});
+"""
+FINAL = re.compile("^(succeeded|failed|cancelled)$")
+
+
 def _watch(page: Page, until: str, timeout_s: float) -> list[int]:
-    """The curve's point counts seen while the job page runs, until its state is ``until``."""
-    seen: list[int] = []
-    deadline = time.monotonic() + timeout_s
+    """The curve's point counts the job page showed, in order, until its state was ``until``
+    (the page records them: `RECORD_CHANGES`)."""
     job = page.locator("#job")
-    while (state := job.get_attribute("data-state")) != until:  # read once: it moves on
-        assert time.monotonic() < deadline, f"job state {state}"
-        assert state in ("queued", "running"), page.inner_text("#error")
-        points = int(page.locator("#curve").get_attribute("data-points") or 0)
-        if not seen or seen[-1] != points:
-            seen.append(points)
-        time.sleep(0.1)
-    return seen
+    expect(job).to_have_attribute("data-state", FINAL, timeout=timeout_s * 1000)
+    assert job.get_attribute("data-state") == until, page.inner_text("#error")
+    changes = page.evaluate("window.tunehubSeen")
+    states = [value for name, value in changes if name == "data-state"]
+    assert set(states[:-1]) <= {"queued", "running"}, states
+    return [int(value) for name, value in changes if name == "data-points"]
 
 
 def test_submit_watch_and_cancel_against_make_runs_server(browser: Browser, tmp_path: Path) -> None:
     server, url, _ = start_serve(tmp_path)
     try:
         for tab in open_tab(browser, url):
+            tab.page.add_init_script(RECORD_CHANGES)
             page = tab.open("/submit")
             page.wait_for_selector("#submit-form[data-ready=yes]", state="attached")
             page.select_option("#operator", "matmul")
@@ -58,7 +70,7 @@ def test_submit_watch_and_cancel_against_make_runs_server(browser: Browser, tmp_
             assert page.locator("#progress").evaluate("p => p.value") == TRIALS
             growing = [n for n in seen if 0 < n < TRIALS]
             assert growing, f"the curve never grew in steps: {seen}"
-            assert seen == sorted(seen)
+            assert seen == sorted(seen), seen
             expect(page.locator("#schedule-link a")).to_have_text("schedule 1")
             tab.shot("job-succeeded")
             # The worker measured its target's FMA peak at start: schedules show their share.
@@ -67,6 +79,10 @@ def test_submit_watch_and_cancel_against_make_runs_server(browser: Browser, tmp_
             page = tab.open("/schedules/1")
             expect(page.locator(".facts")).to_contain_text("% of")
 
+            # The cancel must land while the job runs: with no roofline (the figures
+            # forgotten), the 400-trial job cannot stop at one in its first batch, as a plain
+            # 256^3 matmul did on a fast host before the click came.
+            forget_target_figures(f"sqlite:///{tmp_path / 'data' / 'tunehub.db'}")
             big = {"operator": {"name": "matmul", "params": {"M": 256, "N": 256, "K": 256}},
                    "target": "host", "trials": 400, "space": "plain"}  # fmt: skip
             job = httpx.post(f"{url}/api/v1/jobs", json=big, timeout=60).json()

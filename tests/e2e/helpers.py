@@ -15,6 +15,8 @@ from typing import Any
 import httpx
 import psutil
 
+from tests.waiting import eventually
+
 
 def serve_env() -> dict[str, str]:
     """This process's environment for a `tunehub serve` a test starts: no TUNEHUB_ setting
@@ -129,10 +131,25 @@ def wait_until(
     condition: Callable[[], Any], timeout_s: float, log: Path, poll_s: float = 0.5
 ) -> Any:
     """Poll ``condition`` until it returns something truthy (returned); fail with the log."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(poll_s)
-    raise AssertionError(f"condition not met in {timeout_s} s:\n{log.read_text()[-4000:]}")
+    return eventually(condition, timeout_s, poll_s, what=lambda: f"\n{log.read_text()[-4000:]}")
+
+
+def forget_target_figures(store_url: str) -> None:
+    """Forget every target's measured peak and bandwidth in the store at ``store_url``: with no
+    roofline, no search stops at one before its budget is spent (a worker measures them at its
+    start, not again). A job that must still be running when a test cancels it needs this: a
+    plain 256^3 matmul reached its roofline in its first batch on a fast host."""
+    from sqlalchemy import update
+
+    from schedules_db import make_engine
+    from schedules_db.tables import TargetRow
+
+    engine = make_engine(store_url)
+    with engine.begin() as conn:
+        conn.execute(
+            update(TargetRow).values(
+                peak_gflops=None, cache_gbps=None, memory_gbps=None, cache_bytes=None,
+                llc_gbps=None, llc_bytes=None,
+            )
+        )  # fmt: skip
+    engine.dispose()

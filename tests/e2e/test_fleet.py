@@ -15,15 +15,23 @@ from pathlib import Path
 import httpx
 import psutil
 import pytest
-from sqlalchemy import create_engine, distinct, func, select, update
+from sqlalchemy import create_engine, distinct, func, select
 
 from schedules_db.keys import target_key
-from schedules_db.tables import TargetRow, TuningRecordRow
+from schedules_db.tables import TuningRecordRow
 from service.client import TunehubClient
 from service.entry.app import create_app
 from service.shared.settings import Settings
 from tests.conftest import ServerThread, free_port, reset_pg_schema
-from tests.e2e.helpers import cli, start, stop, wait_http, wait_job, wait_until
+from tests.e2e.helpers import (
+    cli,
+    forget_target_figures,
+    start,
+    stop,
+    wait_http,
+    wait_job,
+    wait_until,
+)
 from tests.e2e.test_worker_brokers import _amqp_url
 from tests.waiting import eventually
 from tuning.hardware.targets import resolve_target
@@ -49,20 +57,6 @@ def _records(database_url: str, job_id: int) -> tuple[int, int]:
         ).one()
     engine.dispose()
     return int(row[0]), int(row[1])
-
-
-def _without_figures(database_url: str) -> None:
-    """Forget every target's measured peak and bandwidth: with no roofline, no search stops at
-    one before its budget is spent (its workers measured them at their start, not again)."""
-    engine = create_engine(database_url)
-    with engine.begin() as conn:
-        conn.execute(
-            update(TargetRow).values(
-                peak_gflops=None, cache_gbps=None, memory_gbps=None, cache_bytes=None,
-                llc_gbps=None, llc_bytes=None,
-            )
-        )  # fmt: skip
-    engine.dispose()
 
 
 def _fleet_settings(pg_database: str, data_dir: Path, **timing: float) -> Settings:
@@ -243,7 +237,7 @@ def test_api_restart_mid_job_and_cancel_on_rabbitmq(pg_database: str, tmp_path: 
             # once the job ran raced its first batch (a slow poll on a busy machine came after
             # it); with the targets' figures forgotten there is no roofline, and the 400-trial
             # job runs until the cancel lands, however fast or busy the machine.
-            _without_figures(pg_database)
+            forget_target_figures(pg_database)
             long_job = client.submit(
                 "matmul", {"M": 256, "N": 256, "K": 256}, "host", 400, space="plain"
             )
