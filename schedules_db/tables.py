@@ -123,6 +123,21 @@ class JobRow(Base):
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
 
 
+class JobStageRow(Base):
+    """How long one stage of a job's run took on its worker ("search" or "verification"),
+    one row each time a worker completed that stage (a requeued job's second search is a
+    second row). Read by the metrics (`schedules_db.gauges`); nothing else depends on it."""
+
+    __tablename__ = "job_stages"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id"), nullable=False)
+    target_id: Mapped[int] = mapped_column(ForeignKey("targets.id"), nullable=False)
+    stage: Mapped[str] = mapped_column(String(16), nullable=False)
+    seconds: Mapped[float] = mapped_column(Float, nullable=False)
+    finished_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
 class TuningRecordRow(Base):
     """One measured candidate: everything MetaSchedule's `TuningRecord` holds, keyed by target."""
 
@@ -132,6 +147,8 @@ class TuningRecordRow(Base):
             "workload_id", "target_id", "tvm_series", "trace_sha256", name="uq_record_trace"
         ),
         Index("ix_records_best", "workload_id", "target_id", "mean_run_us"),
+        # The records of the last minute (the metrics' trials per second) without a scan.
+        Index("ix_records_created", "created_at"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)

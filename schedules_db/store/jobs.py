@@ -1,8 +1,9 @@
 """Jobs: creation (with the cache-hit answer), claims, fair share, progress, cancel, recovery.
 
 Owns the ``jobs`` table, the source of truth of every job's state (the broker only delivers
-``job_id``s). Ownership: a worker owns a job from the `Jobs.claim` (or `Jobs.claim_next`) that
-returned True/an id until the job is final or requeued; every write of the owner
+``job_id``s), and ``job_stages``, how long each completed search and verification took.
+Ownership: a worker owns a job from the `Jobs.claim` (or `Jobs.claim_next`) that returned
+True/an id until the job is final or requeued; every write of the owner
 (`heartbeat`, `update_progress`, `set_cost_model`, `cancel_running`, `fail` with a worker) is
 one conditional UPDATE on (id, worker, state running) that matches nothing once someone else
 owns the job, and says so (False; `set_cost_model` is best effort and says nothing), as does
@@ -31,11 +32,14 @@ from sqlalchemy import func, select, update
 from schedules_db.store.base import Aggregate, owned_by, rowcount
 from schedules_db.tables import (
     JobRow,
+    JobStageRow,
     ScheduleRow,
     TuningRecordRow,
     utcnow,
 )
 from schedules_db.values import FINAL_STATES, Job, JobState, value_of
+
+JOB_STAGES = ("search", "verification")  # the stages `Jobs.record_stage` times
 
 
 class Jobs(Aggregate):
@@ -241,6 +245,17 @@ class Jobs(Aggregate):
         """Record which transferred cost model the owner's search started from."""
         with self._session() as s:
             s.execute(update(JobRow).where(*owned_by(job_id, worker)).values(cost_model=name))
+
+    def record_stage(self, job_id: int, stage: str, seconds: float) -> None:
+        """Record that one of `JOB_STAGES` of the job took ``seconds`` on its worker (a row of
+        `JobStageRow`, which only the metrics read: `schedules_db.gauges`); nothing for a job
+        that does not exist."""
+        if stage not in JOB_STAGES:
+            raise ValueError(f"not a job stage: {stage!r}")
+        with self._session() as s:
+            target_id = s.scalar(select(JobRow.target_id).where(JobRow.id == job_id))
+            if target_id is not None:
+                s.add(JobStageRow(job_id=job_id, target_id=target_id, stage=stage, seconds=seconds))
 
     def heartbeat(self, job_id: int, worker: str) -> bool:
         """Refresh the owner's heartbeat; False if ``worker`` no longer owns the running job."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import shutil
 import tempfile
+import time
 import traceback
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -153,6 +154,7 @@ def _tune_and_publish(
     with ctx.measurer_for(inputs.canonical, work_dir) as measurer:
         # A neighbour answer served unverified is checked first: a wrong one is withdrawn.
         verify_neighbour_answers(ctx.store, inputs, target, measurer, work_dir)
+        started = time.monotonic()
         search(
             ctx.store,
             inputs,
@@ -165,8 +167,11 @@ def _tune_and_publish(
             num_trials_per_iter=ctx.num_trials_per_iter,
             seed=ctx.seed,
         )
+        owned.stage_took("search", time.monotonic() - started)
+        started = time.monotonic()
         schedule_id = verify_and_publish(
             ctx.store, inputs, target, owned, measurer, work_dir, ctx.artifact_store
         )
+        owned.stage_took("verification", time.monotonic() - started)
     supersede_answers(ctx.store, inputs)
     return schedule_id

@@ -129,6 +129,14 @@ class OwnedJob:
         """Record the transferred cost model the search starts from."""
         self.store.jobs.set_cost_model(self.job_id, self.worker, name)
 
+    def stage_took(self, stage: str, seconds: float) -> None:
+        """Record how long a completed stage ("search", "verification") took, for the metrics;
+        a store error is logged, never the job's."""
+        try:
+            self.store.jobs.record_stage(self.job_id, stage, seconds)
+        except Exception:  # noqa: BLE001 - a metric is not worth a job
+            log.warning("job %s: could not record its %s time", self.job_id, stage, exc_info=True)
+
     def publish(self, new: NewSchedule) -> int:
         """Publish the verified best and mark the job succeeded; its schedule id (nothing is
         written when the job was lost)."""
