@@ -8,9 +8,11 @@ import argparse
 import ipaddress
 import logging
 import os
+import shutil
 import signal
 import socket
 import sys
+import tempfile
 import uuid
 from collections.abc import Callable
 from dataclasses import replace
@@ -47,6 +49,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
 
     from service.entry.app import create_app
     from service.web.allowed_hosts import WILDCARD_ADDRESSES, allowed_hosts
+    from service.web.request_ids import uvicorn_log_config
 
     refusal = clash_refusal() or serve_refusal(args.host, settings, args.insecure)
     if refusal:
@@ -110,12 +113,15 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
         host=args.host,
         port=args.port,
         log_level="info",
+        log_config=uvicorn_log_config(),  # every line with its request id
         access_log=args.access_log,
         proxy_headers=False,
     )
+    metrics_dir = None
     try:
         if args.api_workers > 1:  # each process builds the app from the environment
             os.environ.update(settings.as_env())
+            metrics_dir = _shared_metrics_dir(settings)
             uvicorn.run(
                 "service.entry.app:create_app", factory=True, workers=args.api_workers, **serving
             )
@@ -124,7 +130,22 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     finally:
         for proc in workers:
             stop_group(proc)
+        if metrics_dir is not None:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
     return 0
+
+
+def _shared_metrics_dir(settings: Settings) -> str | None:
+    """Where the API processes add up their request counts (service.web.metrics):
+    ``PROMETHEUS_MULTIPROC_DIR`` as the operator set it (None returned: it is theirs), else a
+    fresh folder under the data folder, set for the processes uvicorn starts (returned, to be
+    removed at exit)."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        return None
+    made = tempfile.mkdtemp(prefix="metrics-", dir=settings.resolved_data_dir)
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = made
+    print(f"tunehub: API processes count requests together in {made}", flush=True)
+    return made
 
 
 def _exit_on_signal(signum: int, _frame: object) -> None:

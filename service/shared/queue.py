@@ -76,6 +76,18 @@ class JobQueue:
             return False
         return True
 
+    def reachable(self, timeout_s: float) -> bool:
+        """Whether a connection of its own (never the producers' pool) reaches the broker and
+        opens a channel, trying once with ``timeout_s`` to connect (the metrics' probe)."""
+        try:
+            with self.app.connection_for_write(connect_timeout=timeout_s) as conn:
+                conn.ensure_connection(max_retries=0, timeout=timeout_s)
+                conn.default_channel  # noqa: B018 - a SQL broker connects only here
+        except Exception as err:  # noqa: BLE001 - any failure is the answer
+            log.debug("broker unreachable: %s", err)
+            return False
+        return True
+
     def close(self) -> None:
         """Release broker connections."""
         self.app.close()

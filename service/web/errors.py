@@ -18,7 +18,7 @@ from fastapi import HTTPException, Request
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import compile_path
 
@@ -143,10 +143,14 @@ def _json_tokens(value: Any, depth: int) -> Iterator[str]:
 
 
 # ---------------------------------------------------------------- error statuses in OpenAPI
+_REQUEST_ID = "the request's id, as in X-Request-ID (every error body has it)"
+
+
 class ErrorBody(BaseModel):
     """An error with a readable reason (a 404)."""
 
     detail: str
+    request_id: str = Field("", description=_REQUEST_ID)
 
 
 class TooLargeBody(BaseModel):
@@ -155,6 +159,7 @@ class TooLargeBody(BaseModel):
     detail: str
     type: Literal["body_too_large"] = BODY_TOO_LARGE
     limit_bytes: int
+    request_id: str = Field("", description=_REQUEST_ID)
 
 
 _ERROR_RESPONSES: dict[int, dict[str, Any]] = {

@@ -3,7 +3,8 @@ refuses in every text a request sends. Text holding NUL cannot be stored (Postgr
 string of a parameter or request body (and of the components they use) that the document
 describes without a pattern, enum or format of its own gets the pattern that says so; a client
 (or a fuzzer) that keeps to the document is never refused for it. Answers are left as they
-are: a 422 echoes the refused input, NUL included."""
+are: a 422 echoes the refused input, NUL included. FastAPI's 422 body is documented with the
+``request_id`` every error body carries (`service.web.request_ids`)."""
 
 from __future__ import annotations
 
@@ -61,6 +62,17 @@ def strict_request_strings(document: dict[str, Any]) -> None:
                 pending.append(components[name])
 
 
+def _validation_errors_name_their_request(document: dict[str, Any]) -> None:
+    """FastAPI's 422 body, as `service.web.request_ids` sends it: with ``request_id``."""
+    schema = document.get("components", {}).get("schemas", {}).get("HTTPValidationError")
+    if schema is not None:
+        schema.setdefault("properties", {})["request_id"] = {
+            "type": "string",
+            "title": "Request Id",
+            "description": "the request's id, as in X-Request-ID (every error body has it)",
+        }
+
+
 def install_openapi(app: FastAPI) -> None:
     """Serve ``app``'s document with `NO_NUL` on its requests' plain strings (built once,
     cached)."""
@@ -70,6 +82,7 @@ def install_openapi(app: FastAPI) -> None:
         if app.openapi_schema is None:
             document = build()
             strict_request_strings(document)
+            _validation_errors_name_their_request(document)
             app.openapi_schema = document
         return app.openapi_schema
 

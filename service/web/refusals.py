@@ -46,7 +46,11 @@ def refusal_schema(description: str, headers: dict[str, str] | None = None) -> d
                 "schema": {
                     "type": "object",
                     "required": ["detail", "type"],
-                    "properties": {"detail": {"type": "string"}, "type": {"type": "string"}},
+                    "properties": {
+                        "detail": {"type": "string"},
+                        "type": {"type": "string"},
+                        "request_id": {"type": "string"},  # service.web.request_ids
+                    },
                 }
             }
         },

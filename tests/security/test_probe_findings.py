@@ -60,6 +60,7 @@ def test_a_rebinding_page_gets_a_400_and_writes_nothing(open_server: tuple[str, 
         "to TUNEHUB_ALLOWED_HOSTS",
         "type": "invalid_host",
         "host": "rebind.attacker.example",
+        "request_id": answer.headers["X-Request-ID"],
     }
     for path in ("/", "/docs", "/api/v1/targets"):  # reads and pages alike
         assert httpx.get(url + path, headers={"Host": evil}).status_code == 400

@@ -41,6 +41,8 @@ class Normaliser:
     def __call__(self, value: Any, key: str | None = None) -> Any:
         if key == "heartbeat_age_s" and isinstance(value, (int, float)):
             return "<age>"
+        if key == "request_id" and isinstance(value, str):  # fresh on every request
+            return "<request_id>"
         if key == "host" and isinstance(value, dict):  # GET /targets: this machine's target
             return {k: "<host>" for k in value}
         if isinstance(value, dict):
@@ -135,6 +137,12 @@ class Recorder:
             entry["json"] = self.normalise(response.json())
         elif ctype.startswith("text/event-stream"):
             entry["events"] = self.normalise.events(response.text)
+        elif route == "/metrics" and response.status_code == 200:
+            entry["families"] = [
+                line.removeprefix("# TYPE ")
+                for line in response.text.splitlines()
+                if line.startswith("# TYPE ")
+            ]
         elif response.content:
             entry["content"] = {
                 "bytes": len(response.content),

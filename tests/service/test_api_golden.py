@@ -18,15 +18,17 @@ the request (method, path and query), who asked, the request body, the status, a
 Cache-Control) and the body: JSON as it came (object key order included: the record is
 compared as text, so a response whose keys come in another order fails), server-sent events
 line by line (each ``data:`` line's JSON normalised), anything else as its size and sha256.
+``/metrics`` as its families' names and types (their values change from run to run).
 For ``/openapi.json`` only, per path and method (``openapi``): the documented status codes,
 the request body's content types and schema ``$ref`` and the parameters (name, in, required),
 sorted; the rest of that document is not compared.
 
 Normalised before recording: ISO timestamps -> ``<time>``; ETags of JSON answers (hashes of
 bodies that hold timestamps) -> ``<etag>`` (the artifact's, its sha256, is kept);
-``heartbeat_age_s`` -> ``<age>``; this machine's host target in ``GET /targets`` -> ``<host>``;
-token texts -> ``<token>``; the temporary data folder -> ``<data_dir>``; strings over 1000
-characters (the exported database's files) -> their length and sha256. Ids are kept: they are
+``heartbeat_age_s`` -> ``<age>``; an error body's ``request_id`` -> ``<request_id>``; this
+machine's host target in ``GET /targets`` -> ``<host>``; token texts -> ``<token>``; the
+temporary data folder -> ``<data_dir>``; strings over 1000 characters (the exported
+database's files) -> their length and sha256. Ids are kept: they are
 deterministic on a fresh store. Worker names, host names, pids and fingerprints are the
 seeded constants, and every target is named explicitly (never ``"host"``), so nothing here
 depends on the machine (an x86-64 LLVM is assumed: the targets are skylake-avx512 and
@@ -310,6 +312,10 @@ def _tour(api: Recorder) -> None:
     call("POST", logout, "anonymous", why="a session's writes need its CSRF token")
     api.http.cookies.clear()
     call("POST", logout, "anonymous", why="no session: nothing to end")
+
+    # What an operator's Prometheus scrapes (issue 37): a token with the read scope.
+    call("GET", "/metrics", "anonymous", why="the metrics need a token, whatever anonymous reads")
+    call("GET", "/metrics", "reader")
 
 
 def _task_json() -> str:
