@@ -15,6 +15,7 @@ from tuning.jail.isolated import (
     holding_slot,
     run_isolated,
     set_max_concurrent,
+    slots_busy,
     unavailable_reason,
 )
 
@@ -29,5 +30,6 @@ __all__ = [
     "holding_slot",
     "run_isolated",
     "set_max_concurrent",
+    "slots_busy",
     "unavailable_reason",
 ]

@@ -11,9 +11,10 @@ parent-death signal, and with PID 1 the kernel kills every process of the namesp
 over the child's uid follows. Each child serves one request and exits.
 
 Contract: at most `max_concurrent` children per process run at once; a request past that
-raises `SandboxBusy` at once (no queueing). Where isolation cannot be built (not root, no
-``unshare``, a seccomp profile that forbids namespaces) every call raises
-`SandboxUnavailable`: untrusted input is then refused, never handled unisolated.
+waits for a slot, first come first served, up to the process's ``wait_s`` (0 by default: not
+at all; at most `MAX_WAITING` requests wait), then raises `SandboxBusy`. Where isolation
+cannot be built (not root, no ``unshare``, a seccomp profile that forbids namespaces) every
+call raises `SandboxUnavailable`: untrusted input is then refused, never handled unisolated.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ log = logging.getLogger("tunehub.sandbox")
 FRAME = b"TUNEHUB-ANSWER "
 JAIL_FAILED = 111
 IDLE_CPU_SECONDS = 0.1  # what an idle child's tree may use in `Limits.idle_seconds`
+MAX_WAITING = 8  # requests waiting for a slot (each holds a server thread while it waits)
 __all__ = ["MODEL_COMPILE_LIMITS", "MODEL_IMPORT_LIMITS", "Limits"]  # re-exported
 
 
@@ -77,20 +79,37 @@ class SandboxFailed(SandboxError):
 @dataclass
 class _Slots:
     limit: int = 2
+    wait_s: float = 0.0  # how long a request waits for a slot before `SandboxBusy`
     busy: int = 0
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    queue: deque[object] = field(default_factory=deque)  # the waiting requests, in order
+    turn: threading.Condition = field(default_factory=threading.Condition)
     held: threading.local = field(default_factory=threading.local)  # this thread's `holding`
 
     def take(self) -> bool:
-        with self.lock:
-            if self.busy >= self.limit:
+        """A slot, waiting up to `wait_s` behind the requests that came first; False if none."""
+        with self.turn:
+            if not self.queue and self.busy < self.limit:
+                self.busy += 1
+                return True
+            if self.wait_s <= 0 or len(self.queue) >= MAX_WAITING:
                 return False
-            self.busy += 1
-            return True
+            me = object()
+            self.queue.append(me)
+            try:
+                mine = self.turn.wait_for(
+                    lambda: self.queue[0] is me and self.busy < self.limit, self.wait_s
+                )
+                if mine:
+                    self.busy += 1
+                return mine
+            finally:
+                self.queue.remove(me)
+                self.turn.notify_all()  # the next in line may go (or moves up)
 
     def give(self) -> None:
-        with self.lock:
+        with self.turn:
             self.busy -= 1
+            self.turn.notify_all()
 
 
 _slots = _Slots()
@@ -99,8 +118,9 @@ _slots = _Slots()
 @contextmanager
 def holding_slot(retry_after: int = 8) -> Iterator[None]:
     """Hold one sandbox slot for every `run_isolated` call this thread makes inside (a parse
-    and its re-derivation, an import's workloads): no other request takes the slot between
-    them, so nothing paid for is lost to a 429 halfway. `SandboxBusy` if none is free."""
+    and its re-derivation, a workload and the replay of its traces): no other request takes
+    the slot between them, so nothing paid for is lost to a 429 halfway. Waits for one as
+    `set_max_concurrent` says; `SandboxBusy` if none came free."""
     if getattr(_slots.held, "slot", False):
         yield
         return
@@ -114,9 +134,20 @@ def holding_slot(retry_after: int = 8) -> Iterator[None]:
         _slots.give()
 
 
-def set_max_concurrent(count: int) -> None:
-    """How many isolated children this process runs at once (the API's ``max_parses``)."""
-    _slots.limit = max(1, count)
+def set_max_concurrent(count: int, wait_s: float = 0.0) -> None:
+    """How many isolated children this process runs at once (the API's ``max_parses``), and
+    how long a request waits for a slot, first come first served (``parse_wait_s``; 0: a
+    request past the cap is refused at once)."""
+    with _slots.turn:
+        _slots.limit = max(1, count)
+        _slots.wait_s = max(0.0, wait_s)
+        _slots.turn.notify_all()
+
+
+def slots_busy() -> int:
+    """How many slots of this process are held now."""
+    with _slots.turn:
+        return _slots.busy
 
 
 def unavailable_reason() -> str | None:
