@@ -19,10 +19,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from tuning.checks.script_filter import check_script_names
-from tuning.jail import SandboxFailed, holding_slot
+from tuning.jail import Limits, SandboxFailed, holding_slot
 from tuning.untrusted.ask import ask
 
 MAX_SOURCE_BYTES = 256 * 1024
+# The parse and the re-derivation of one function, each: any catalog operator takes ~1.3 s
+# (most of it TVM's import), 64 blocks of 7-term sums (30 KB of TVMScript) ~3 s. A function
+# that costs more is refused (its CPU-time limit) rather than hold a parser for 10 s a child.
+PARSE_LIMITS = Limits(cpu_seconds=5)
 # Names TVMScript text may read without binding them itself.
 FREE_NAMES = frozenset({"T", "I", "range", "len", "min", "max", "int", "float", "bool", "tuple"})
 MAX_SHASH_DIGITS = 20  # a 64-bit hash in decimal
@@ -97,10 +101,10 @@ def check_syntax(source: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _ask(request: str, **payload: Any) -> dict[str, Any]:
+def _ask(request: str, limits: Limits | None = None, **payload: Any) -> dict[str, Any]:
     """One isolated child's answer; its failures and refusals as `TirRejected`."""
     try:
-        answer = ask(request, payload)
+        answer = ask(request, payload, limits)
     except SandboxFailed as err:
         raise TirRejected(str(err)) from None
     if answer.get("ok") is not True:
@@ -130,8 +134,8 @@ def parse_untrusted(fmt: str, source: str) -> ParsedTir:
     elif len(source.encode()) > MAX_SOURCE_BYTES:
         raise TirRejected(f"source is larger than {MAX_SOURCE_BYTES} bytes")
     with holding_slot():  # one slot for both children
-        first = _workload(_ask("parse", format=fmt, source=source))
-        second = _workload(_ask("derive", mod_json=first.mod_json))
+        first = _workload(_ask("parse", PARSE_LIMITS, format=fmt, source=source))
+        second = _workload(_ask("derive", PARSE_LIMITS, mod_json=first.mod_json))
     if second != first:
         raise TirRejected("the parser's answer does not re-derive to the same function")
     return second
