@@ -1,7 +1,7 @@
 """401, 403 and 429 answers that say why in a machine-readable way:
 ``{"detail": "<readable reason>", "type": "<rule>", ...}`` (the shape of `service.web.limits`' 413),
-with extra fields where they help a client (``scope``, ``loc``, ``retry_after_s``); and the 503 of
-isolation in the OpenAPI document (`ISOLATION_RESPONSES`)."""
+with extra fields where they help a client (``scope``, ``loc``, ``retry_after_s``); and the 429
+and 503 of isolation in the OpenAPI document (`ISOLATION_RESPONSES`)."""
 
 from __future__ import annotations
 
@@ -63,7 +63,14 @@ def refusal_schema(description: str, headers: dict[str, str] | None = None) -> d
     return response
 
 
-# What a route that parses user code may answer besides its own statuses (429 is auth's).
+# What a route that parses user code may answer besides its own statuses (its 429 widens
+# auth's).
 ISOLATION_RESPONSES: dict[int | str, dict[str, Any]] = {
-    503: refusal_schema("User code cannot be isolated on this host: refused, never parsed")
+    429: refusal_schema(
+        "the identity's write rate or job cap is exhausted; or its parse-time quota is in debt "
+        "(type parse_quota_exhausted), it has an upload being parsed already "
+        "(parse_in_progress), or no parser came free in time (parsers_busy)",
+        {"Retry-After": "seconds to wait"},
+    ),
+    503: refusal_schema("User code cannot be isolated on this host: refused, never parsed"),
 }

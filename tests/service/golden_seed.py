@@ -107,6 +107,7 @@ def seeded_deployment(tmp_path: Path) -> Iterator[Seeded]:
         data_dir=data_dir,
         auth=True,
         write_rate_per_s=0,  # the rate limit depends on timing; the job cap answers 429 instead
+        parse_seconds_per_minute=0,  # so does the parse-time quota
         max_active_jobs=5,
         max_trials=500,
     )

@@ -22,7 +22,8 @@ from tests.service.deployment import PREFIX, WHO, Deployment, job_body
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
     root = tmp_path_factory.mktemp("auth")
-    with Deployment(root, auth=True, write_rate_per_s=0, max_active_jobs=0) as deployment:
+    limits_off = {"write_rate_per_s": 0, "max_active_jobs": 0, "parse_seconds_per_minute": 0}
+    with Deployment(root, auth=True, **limits_off) as deployment:
         yield deployment
 
 

@@ -22,7 +22,9 @@ SHAPE = {"M": 8, "N": 12, "K": 4}
 @pytest.fixture(scope="module")
 def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[httpx.Client, Path]]:
     data_dir = tmp_path_factory.mktemp("tir")
-    app = create_app(Settings(data_dir=data_dir), run_reaper=False)
+    # No parse-time quota: one identity uploads function after function here (a busy host's
+    # parses would run it into debt).
+    app = create_app(Settings(data_dir=data_dir, parse_seconds_per_minute=0), run_reaper=False)
     with ServerThread(app) as server, httpx.Client(base_url=server.url, timeout=120) as client:
         yield client, data_dir
 

@@ -74,12 +74,14 @@ def create_job(
     above 0 without ``admin`` (403, before anything is parsed); ``who`` at its cap of queued and
     running jobs (429); ``trials`` over ``settings.max_trials``, a target tunehub refuses, or a
     target no worker registered without ``admin`` (422); then the workload and its space (422;
-    raw TIR: 429/503 when no isolated parser is free or available). ``submitted_by`` is ``who``.
+    raw TIR: 422 ``tir_too_large`` before it is parsed, 429 while ``who`` parses already or
+    its parse-time quota is in debt, 429/503 when no isolated parser comes free or none is
+    available). ``submitted_by`` is ``who``.
     """
     _check_rights(request, who)
     target = admitted_target(store, settings, who, request.trials, request.target)
     if request.tir is not None:
-        workload = _tir_workload(limits, request.tir, who.limit_key)
+        workload = _tir_workload(limits, settings, request.tir, who.limit_key)
     else:
         assert request.operator is not None  # a request holds exactly one of the two
         workload = _catalog_workload(request.operator)
@@ -152,9 +154,12 @@ def _job_space(request: JobRequest, target_kind: str) -> str:
         ) from None
 
 
-def _tir_workload(limits: SubmissionLimits, tir: TirSource, who: str) -> WorkloadSpec:
+def _tir_workload(
+    limits: SubmissionLimits, settings: Settings, tir: TirSource, who: str
+) -> WorkloadSpec:
     """Raw TIR, parsed and re-derived in isolated children (never in the service's own)."""
-    parsed = parsed_tir(limits.parses, tir.format, tir.source, ("body", "tir", "source"), who)
+    loc = ("body", "tir", "source")
+    parsed = parsed_tir(limits, settings, tir.format, tir.source, loc, who)
     return WorkloadSpec(
         mod=None,
         shash=parsed.shash,

@@ -112,9 +112,7 @@ def create_model(
     target = admitted_target(store, settings, who, request.trials, request.target)
     source = _source_bytes(request)
     inputs = request.inputs
-    parsed = parsed_model(
-        limits.parses, request.format, source, inputs, target.canonical, who.limit_key
-    )
+    parsed = parsed_model(limits, request.format, source, inputs, target.canonical, who.limit_key)
     if request.trials < len(parsed.tasks):
         raise InvalidInput(
             ("body", "trials"),

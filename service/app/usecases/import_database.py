@@ -37,7 +37,7 @@ from service.app.admission import (
     record_target,
     resolve_job_target,
 )
-from service.app.ports import ParseGate, SubmissionLimits
+from service.app.ports import ParseLimits, SubmissionLimits
 from service.app.refusals import Forbidden, InvalidInput
 from service.app.responses.interchange import (
     ImportedJob,
@@ -45,7 +45,7 @@ from service.app.responses.interchange import (
     import_json,
     imported_job_json,
 )
-from service.app.untrusted_input import isolated_parser
+from service.app.untrusted_input import check_tir_size, parser_slot, parsing_turn
 from service.app.usecases.dispatch import dispatch_or_defer
 from service.shared.queue import JobQueue, queue_name
 from service.shared.settings import Settings
@@ -88,7 +88,8 @@ def import_database(
 
     Refusals: a target tunehub refuses, or one no worker registered without ``admin`` (422);
     0 or more than `MAX_WORKLOADS` workloads, more than `MAX_RECORDS` records, or any bad line,
-    a trace the gate refuses among them (a 422 naming the file and line); a workload another
+    a trace the gate refuses among them, a workload too large to parse (a 422 naming the file
+    and line); ``who`` parsing already or in debt of parse time (429); a workload another
     identity owns (403); no isolated parser free or available (429/503); verification jobs
     that would take ``who`` over its cap of active jobs (429), or one over ``max_trials`` (422
     at the records file). Nothing is written on any refusal.
@@ -97,7 +98,7 @@ def import_database(
 
     target = resolve_job_target(request.target, store)
     check_target(who, target.canonical, store)
-    parsed, lines, records = _checked_database(limits.parses, request, who.limit_key)
+    parsed, lines, records = _checked_database(limits, settings, request, who.limit_key)
     _check_owner(store, who, parsed)
     planned = _planned_jobs(store, target, parsed, lines, records)
     # Admitted as every job is, before anything is written: the cap (429), then the trials.
@@ -213,11 +214,12 @@ def _check_owner(store: Store, who: Identity, parsed: list[ParsedTir]) -> None:
 
 
 def _checked_database(
-    gate: ParseGate, request: DatabaseImport, who: str
+    limits: ParseLimits, settings: Settings, request: DatabaseImport, who: str
 ) -> tuple[list[ParsedTir], list[int], list[RecordLine]]:
-    """Every workload of the database parsed and re-derived in isolation (one parser slot for
-    the whole database) with the records replayed on it, their line numbers, and the records;
-    a 422 at the file of the first bad line."""
+    """Every workload of the database parsed and re-derived in isolation with the records
+    replayed on it, their line numbers, and the records; a 422 at the file of the first bad
+    line (a workload too large to parse before any is). One parser slot per workload in turn,
+    so an upload waiting for a slot gets one between two workloads."""
     workload_lines = split_lines(request.workloads)
     record_lines = split_lines(request.records)
     if not workload_lines or len(workload_lines) > MAX_WORKLOADS:
@@ -235,21 +237,26 @@ def _checked_database(
         by_workload: dict[int, list[tuple[int, RecordLine]]] = defaultdict(list)
         for (number, _), record in zip(record_lines, records, strict=True):
             by_workload[record.workload_index].append((number, record))
-        with isolated_parser(gate, who):
-            parsed = [
-                _checked_workload(n, line, by_workload[index])
-                for index, (n, line) in enumerate(workload_lines)
-            ]
+        modules = [(n, decode_workload_line(line, n)[1]) for n, line in workload_lines]
+        for n, module in modules:
+            where = f"{WORKLOAD_FILE} line {n}: "
+            check_tir_size(settings, "json", module, ("body", WORKLOAD_FILE), where)
+        parsed = []
+        with parsing_turn(limits, who):
+            for index, (n, module) in enumerate(modules):
+                with parser_slot(limits, who):
+                    parsed.append(_checked_workload(n, module, by_workload[index]))
     except InterchangeError as err:
         field = RECORD_FILE if str(err).startswith(RECORD_FILE) else WORKLOAD_FILE
         raise InvalidInput(("body", field), str(err), "invalid_database") from None
     return parsed, [number for number, _ in workload_lines], records
 
 
-def _checked_workload(number: int, line: str, records: list[tuple[int, RecordLine]]) -> ParsedTir:
-    """A workload line parsed and re-derived in isolation, and its records' traces replayed on
-    it in another isolated child (a trace that crashes TVM kills that child only)."""
-    _, mod_json = decode_workload_line(line, number)
+def _checked_workload(
+    number: int, mod_json: str, records: list[tuple[int, RecordLine]]
+) -> ParsedTir:
+    """A workload line's module parsed and re-derived in isolation, and its records' traces
+    replayed on it in another isolated child (a trace that crashes TVM kills that child only)."""
     try:
         workload = parse_untrusted("json", mod_json)
     except TirRejected as err:

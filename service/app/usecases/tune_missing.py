@@ -53,11 +53,12 @@ def tune_missing(
     """Store and answer the tasks of ``request`` for ``who``; (target key, label, each task's
     state). Refusals, in order: ``who`` at its cap of active jobs, or without room for a job
     per task without a verified best (429); a target tunehub refuses or no worker registered
-    (422); a task the isolated parser refuses (422 at ``tasks``, naming the task); no free or
+    (422); a task too large to parse or that the isolated parser refuses (422 at ``tasks``,
+    naming the task); ``who`` parsing already or in debt of parse time (429); no free or
     available parser (429/503). Needs ``submit-code`` (the route's)."""
     trials = min(MISSING_TASK_TRIALS, settings.max_trials)
     target = admitted_target(store, settings, who, trials, request.target)
-    parsed = parsed_tasks(limits.parses, request.tasks, who.limit_key)
+    parsed = parsed_tasks(limits, settings, request.tasks, who.limit_key)
     reader = SqlScheduleReader(store)
     key = target_key(target.canonical)
     tuned = reader.lookup(key, [task.shash for task in parsed])

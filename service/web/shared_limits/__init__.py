@@ -1,6 +1,6 @@
 """The limits every API replica of a deployment shares: the write-rate buckets, the rule that
-one identity parses one code upload at a time, and the lock that makes an identity's job-cap
-check and its job creation one step.
+one identity parses one code upload at a time, each identity's quota of parse seconds, and the
+lock that makes an identity's job-cap check and its job creation one step.
 
 Where they live: in Redis when ``TUNEHUB_REDIS_URL`` is set (`service.web.shared_limits.redis`),
 else in this process (`service.web.shared_limits.local`, the embedded default: one API process).
@@ -12,7 +12,8 @@ the check-then-create step is serialised per identity.
 What stays per process, on purpose: the isolated parsers' slots (``max_parses``). They guard
 the cores and memory of the host a replica runs on (each parse takes ~1.5 s of a core and up
 to 4 GiB there), so a fleet's parse capacity grows with its replicas; what must not grow with
-them, one identity holding a parse on every replica, is the shared rule above.
+them, one identity holding a parse on every replica, is the shared rule above; nor what one
+identity's parses cost, which the shared quota of parse seconds counts over every replica.
 """
 
 from __future__ import annotations
@@ -25,17 +26,24 @@ from service.web.shared_limits.base import (
     AdmissionLocks,
     LimitsUnavailable,
     ParseGate,
+    ParseQuota,
     RateLimiter,
 )
-from service.web.shared_limits.local import LocalAdmissionLocks, LocalParseGate, WriteLimiter
+from service.web.shared_limits.local import (
+    LocalAdmissionLocks,
+    LocalParseGate,
+    LocalParseQuota,
+    WriteLimiter,
+)
 
 
 @dataclass(frozen=True)
 class SharedLimits:
-    """The three shared limits of one API process."""
+    """The four shared limits of one API process."""
 
     writes: RateLimiter
     parses: ParseGate
+    parse_time: ParseQuota
     admissions: AdmissionLocks
     where: str  # "process" or "redis", for logs
     client: Any = None  # the Redis client, closed by `close`
@@ -51,16 +59,18 @@ def shared_limits(settings: Settings) -> SharedLimits:
     if settings.redis_url:
         from service.web.shared_limits.redis import redis_limits
 
-        writes, parses, admissions, client = redis_limits(
+        writes, parses, parse_time, admissions, client = redis_limits(
             settings.redis_url,
             settings.write_rate_per_s,
             settings.write_burst,
+            settings.parse_seconds_per_minute,
             settings.redis_timeout_s,
         )
-        return SharedLimits(writes, parses, admissions, "redis", client)
+        return SharedLimits(writes, parses, parse_time, admissions, "redis", client)
     return SharedLimits(
         WriteLimiter(settings.write_rate_per_s, settings.write_burst),
         LocalParseGate(),
+        LocalParseQuota(settings.parse_seconds_per_minute),
         LocalAdmissionLocks(),
         "process",
     )
@@ -70,6 +80,7 @@ __all__ = [
     "AdmissionLocks",
     "LimitsUnavailable",
     "ParseGate",
+    "ParseQuota",
     "RateLimiter",
     "SharedLimits",
     "shared_limits",

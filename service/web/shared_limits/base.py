@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -75,6 +76,33 @@ class ParseGate(ABC):
             yield
         finally:
             self.leave(who, token)
+
+
+class ParseQuota(ABC):
+    """Seconds of parsing per identity, as a balance: ``per_minute`` a minute come back, up to
+    a minute's worth; a parse's seconds are taken off when it ends, and may take the balance
+    below 0 (a debt, paid back at the same rate). ``per_minute`` 0: no quota."""
+
+    per_minute: float
+
+    @abstractmethod
+    def debt_wait(self, who: str) -> float:
+        """Seconds until ``who``'s balance is out of debt (0.0 when it is not in debt)."""
+
+    @abstractmethod
+    def spend(self, who: str, seconds: float) -> None:
+        """Take ``seconds`` of parsing off ``who``'s balance."""
+
+    def check(self, who: str) -> None:
+        """A 429 ``parse_quota_exhausted`` (with ``Retry-After``) when ``who`` is in debt."""
+        wait = self.debt_wait(who)
+        if wait > 0:
+            raise too_many(
+                f"parse-time quota: {self.per_minute:g} s of parsing a minute per identity, "
+                f"spent; retry in {math.ceil(wait)} s",
+                "parse_quota_exhausted",
+                wait,
+            )
 
 
 class AdmissionLocks(ABC):

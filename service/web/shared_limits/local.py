@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from service.web.shared_limits.base import AdmissionLocks, ParseGate, RateLimiter
+from service.web.shared_limits.base import AdmissionLocks, ParseGate, ParseQuota, RateLimiter
 
 MAX_BUCKETS = 10_000  # full buckets are forgotten past this many keys
 
@@ -92,3 +92,37 @@ class WriteLimiter(RateLimiter):
         self._buckets = {
             k: (t, at) for k, (t, at) in self._buckets.items() if now - at < full_after
         }
+
+
+class LocalParseQuota(ParseQuota):
+    """Each identity's balance of parse seconds, in a dict under a lock (see `ParseQuota`)."""
+
+    def __init__(self, per_minute: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.per_minute = per_minute
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._balances: dict[str, tuple[float, float]] = {}  # who -> (seconds, at)
+
+    def _balance(self, who: str, now: float) -> float:
+        seconds, at = self._balances.get(who, (self.per_minute, now))
+        return min(self.per_minute, seconds + (now - at) * self.per_minute / 60)
+
+    def debt_wait(self, who: str) -> float:
+        if self.per_minute <= 0:
+            return 0.0
+        with self._lock:
+            balance = self._balance(who, self._clock())
+        return max(0.0, -balance) * 60 / self.per_minute
+
+    def spend(self, who: str, seconds: float) -> None:
+        if self.per_minute <= 0:
+            return
+        now = self._clock()
+        with self._lock:
+            if len(self._balances) >= MAX_BUCKETS and who not in self._balances:
+                self._balances = {  # forget the identities whose balance is full again
+                    k: v
+                    for k, v in self._balances.items()
+                    if self._balance(k, now) < self.per_minute
+                }
+            self._balances[who] = (self._balance(who, now) - seconds, now)

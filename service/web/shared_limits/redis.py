@@ -8,16 +8,20 @@
   deleted by its own token only.
 * Admission: ``SET tunehub:admit:<name> <token> NX PX`` taken in a short retry loop, held from
   the job-cap check to the jobs' creation, deleted by its own token.
+* Parse time: one hash per identity (``tunehub:parsetime:<key>``: seconds, time), read and
+  debited by one Lua script timed by the Redis clock, expiring once the balance is full again.
+  A debit lost to an unreachable Redis is logged, not answered: the parse is done by then.
 
 Redis unreachable, or silent past ``Settings.redis_timeout_s`` (one try, no retries): a
 `LimitsUnavailable` 503, never a write that a limit should have stopped. One failure opens a
-circuit breaker shared by the three limits (`service.web.shared_limits.breaker`): for
+circuit breaker shared by the four limits (`service.web.shared_limits.breaker`): for
 `BREAKER_OPEN_S` every call is that 503 at once, without touching Redis, then one call probes
 it. A partitioned or overloaded Redis so costs one write a timeout, not every write.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Iterator
@@ -32,9 +36,12 @@ from service.web.shared_limits.base import (
     AdmissionLocks,
     LimitsUnavailable,
     ParseGate,
+    ParseQuota,
     RateLimiter,
 )
 from service.web.shared_limits.breaker import Breaker, CircuitOpen
+
+log = logging.getLogger("tunehub.limits")
 
 PREFIX = "tunehub:"
 PARSE_LEASE_MS = 120_000  # a parse is stopped after 30 s of wall time; 4x that
@@ -64,6 +71,25 @@ redis.call('PEXPIRE', KEYS[1], math.ceil(burst / rate * 1000) + 1000)
 return string.format('%.6f', wait)
 """
 
+# KEYS[1]: an identity's parse time; ARGV: seconds a minute, seconds to take off (0: only read).
+# Returns the seconds until the balance is out of debt, as a string (0: not in debt).
+PARSE_TIME = """
+local per_minute = tonumber(ARGV[1])
+local spent = tonumber(ARGV[2])
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
+local held = redis.call('HMGET', KEYS[1], 'seconds', 'at')
+local seconds = tonumber(held[1]) or per_minute
+local at = tonumber(held[2]) or now
+seconds = math.min(per_minute, seconds + math.max(0, now - at) * per_minute / 60) - spent
+if spent > 0 then
+  redis.call('HSET', KEYS[1], 'seconds', string.format('%.6f', seconds),
+             'at', string.format('%.6f', now))
+  redis.call('PEXPIRE', KEYS[1], math.ceil((per_minute - seconds) * 60000 / per_minute) + 1000)
+end
+return string.format('%.6f', math.max(0, -seconds) * 60 / per_minute)
+"""
+
 # KEYS[1]: a lock; ARGV[1]: the holder's token. Deletes the key only if the token matches.
 RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -74,9 +100,9 @@ return 0
 
 
 def redis_limits(
-    url: str, rate_per_s: float, burst: int, timeout_s: float
-) -> tuple[RateLimiter, ParseGate, AdmissionLocks, Any]:
-    """The three limits over one Redis connection pool at ``url``, each call given
+    url: str, rate_per_s: float, burst: int, parse_per_minute: float, timeout_s: float
+) -> tuple[RateLimiter, ParseGate, ParseQuota, AdmissionLocks, Any]:
+    """The four limits over one Redis connection pool at ``url``, each call given
     ``timeout_s`` and one try, behind one breaker; and the client."""
     client = redis_client.Redis.from_url(
         url,
@@ -88,6 +114,7 @@ def redis_limits(
     return (
         RedisWriteLimiter(client, rate_per_s, burst, reachable),
         RedisParseGate(client, reachable),
+        RedisParseQuota(client, parse_per_minute, reachable),
         RedisAdmissionLocks(client, reachable),
         client,
     )
@@ -148,6 +175,32 @@ class RedisParseGate(ParseGate):
     def leave(self, who: str, token: str) -> None:
         with self._reachable():
             self._release(keys=[PREFIX + "parse:" + who], args=[token])
+
+
+class RedisParseQuota(ParseQuota):
+    """Each identity's parse seconds in Redis (see the module docstring and `ParseQuota`)."""
+
+    def __init__(self, client: Any, per_minute: float, reachable: _Reachable) -> None:
+        self.client = client
+        self._reachable = reachable
+        self.per_minute = per_minute
+        self._script = client.register_script(PARSE_TIME)
+
+    def _run(self, who: str, seconds: float) -> float:
+        with self._reachable():
+            wait = self._script(keys=[PREFIX + "parsetime:" + who], args=[self.per_minute, seconds])
+        return float(wait)
+
+    def debt_wait(self, who: str) -> float:
+        return self._run(who, 0.0) if self.per_minute > 0 else 0.0
+
+    def spend(self, who: str, seconds: float) -> None:
+        if self.per_minute <= 0 or seconds <= 0:
+            return
+        try:
+            self._run(who, seconds)
+        except LimitsUnavailable as err:
+            log.warning("%.1f s of parsing by %r went uncounted: %s", seconds, who, err.detail)
 
 
 class RedisAdmissionLocks(AdmissionLocks):
