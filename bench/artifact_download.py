@@ -37,7 +37,8 @@ import httpx  # noqa: E402
 import psutil  # noqa: E402
 from sqlalchemy import create_engine, text  # noqa: E402
 
-from bench.api_load import PG_ADMIN_URL, free_port, start_server, stop_server  # noqa: E402
+from bench.api_load import PG_ADMIN_URL  # noqa: E402
+from bench.servers import free_port, start_server, stop_server  # noqa: E402
 from schedules_db import Store, make_engine, upgrade_schema  # noqa: E402
 from schedules_db.blobs import DatabaseBlobs  # noqa: E402
 from schedules_db.values import NewRecord, NewSchedule  # noqa: E402
