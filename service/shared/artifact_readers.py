@@ -45,9 +45,11 @@ def directory_marker(folder: Path, create: bool) -> str | None:
     except FileExistsError:
         if not _read(path):  # an empty file (a crash mid-write by hand): replace it
             os.replace(staged, path)
+    except OSError:  # a file system without hard links: the rename may replace a racer's
+        os.replace(staged, path)
     finally:
         staged.unlink(missing_ok=True)
-    return _read(path)
+    return _read(path) or None
 
 
 def _read(path: Path) -> str:
@@ -57,16 +59,39 @@ def _read(path: Path) -> str:
         return ""
 
 
-def reader_of(settings: Settings) -> ArtifactReader:
-    """How an API process with ``settings`` reads artifacts."""
+def reader_of(settings: Settings) -> ArtifactReader | None:
+    """How an API process with ``settings`` reads artifacts; None (logged) when its artifact
+    directory has no marker and none can be written there (a read-only mount): then there
+    is nothing a worker could compare, and nothing is announced."""
     host = socket.gethostname()
     process = f"{host}:{os.getpid()}:{secrets.token_hex(4)}"
     if settings.blob_store == DATABASE:
         return ArtifactReader(process, DATABASE, DATABASE, host, "")
     folder = settings.artifacts
-    marker = directory_marker(folder, create=True)
-    assert marker, "created when missing"
-    return ArtifactReader(process, marker, "directory", host, str(folder))
+    try:
+        marker = directory_marker(folder, create=True)
+    except OSError as err:
+        marker = None
+        log.warning("no marker in the artifact directory %s (%s): workers cannot check that "
+                    "they publish there", folder, err)  # fmt: skip
+    return ArtifactReader(process, marker, "directory", host, str(folder)) if marker else None
+
+
+def _gone(reader: ArtifactReader) -> bool:
+    """Whether the announcing process is known to have ended: on this host, with no process
+    of its pid (an API killed before it withdrew)."""
+    if reader.hostname != socket.gethostname():
+        return False
+    try:
+        pid = int(reader.process.split(":")[-2])
+        os.kill(pid, 0)
+    except (ValueError, IndexError):
+        return False
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, another user's
+        return False
+    return False
 
 
 def publishing_problem(settings: Settings, store: Store) -> str | None:
@@ -75,12 +100,14 @@ def publishing_problem(settings: Settings, store: Store) -> str | None:
     writes = settings.blob_store
     own = None if writes == DATABASE else directory_marker(settings.artifacts, create=False)
     for reader in store.readers.fresh():
+        if _gone(reader):
+            continue
         where = f"the API on {reader.hostname}"
         if reader.kind == DATABASE and writes != DATABASE:
             return (
                 f"{where} reads artifacts from the database, but this worker would write them "
                 f"to the directory {settings.artifacts}: set TUNEHUB_ARTIFACT_STORE=database "
-                f"(or auto) for this worker"
+                f"for this worker (auto is the database on PostgreSQL)"
             )
         if reader.kind != DATABASE and writes == DATABASE:
             return (
@@ -113,7 +140,9 @@ class ReaderAnnouncer(threading.Thread):
         self.stopped = threading.Event()
 
     def announce(self) -> None:
-        """Announce once (logging, not raising, a store error)."""
+        """Announce once (logging, not raising, a store error); nothing without a reader."""
+        if self.reader is None:
+            return
         try:
             self.store.readers.announce(self.reader, self.fresh_for)
         except Exception:  # noqa: BLE001 - the next period retries
@@ -127,7 +156,10 @@ class ReaderAnnouncer(threading.Thread):
     def stop(self) -> None:
         """End the renewals and withdraw the announcement (a store error is only logged)."""
         self.stopped.set()
-        self.join(timeout=10)
+        if self.is_alive():
+            self.join(timeout=10)
+        if self.reader is None:
+            return
         try:
             self.store.readers.withdraw(self.reader.process)
         except Exception:  # noqa: BLE001 - it stops being fresh on its own

@@ -101,17 +101,16 @@ class Access:
         self, request: Request, credentials: HTTPAuthorizationCredentials | None
     ) -> Identity:
         state = services(request)
+        cached = None  # the token's row as read less than token_cache_s ago
+        if state.settings.auth and credentials is not None:
+            cached = state.verified_tokens.cached(credentials.credentials)
         lookup = state.settings.auth and (
-            bool(session_of(request))
-            or (
-                credentials is not None
-                and not state.verified_tokens.cached(credentials.credentials)
-            )
+            bool(session_of(request)) or (credentials is not None and cached is None)
         )
         if lookup and not inline_ok(state.tokens.engine):  # across a network, or pool busy
-            identity = await run_in_threadpool(self._identify, request, credentials)
+            identity = await run_in_threadpool(self._identify, request, credentials, cached)
         else:  # no I/O (a cached token), or one indexed SELECT on a local store: not worth a hop
-            identity = self._identify(request, credentials)
+            identity = self._identify(request, credentials, cached)
         if identity.token is not None and state.tokens.due_for_mark(identity.token.id):
             await run_in_threadpool(_mark_used, state.tokens, identity.token.id)
         if not identity.can(self.scope):
@@ -124,7 +123,10 @@ class Access:
         return identity
 
     def _identify(
-        self, request: Request, credentials: HTTPAuthorizationCredentials | None
+        self,
+        request: Request,
+        credentials: HTTPAuthorizationCredentials | None,
+        cached: TokenInfo | None = None,
     ) -> Identity:
         shared = services(request)
         settings = shared.settings
@@ -151,7 +153,7 @@ class Access:
             raise unauthorized(
                 "an API token is required: Authorization: Bearer <token>", "missing_token"
             )
-        token = shared.verified_tokens.find(credentials.credentials)  # service.web.token_cache
+        token = cached or shared.verified_tokens.find(credentials.credentials)
         if token is None:
             raise unauthorized("unknown API token", "invalid_token")
         return _token_identity(token)

@@ -20,7 +20,7 @@ from schedules_db.tokens import TokenStore
 from service.entry.app import create_app
 from service.shared.settings import Settings
 from service.web.token_cache import VerifiedTokens
-from tests.conftest import ServerThread
+from tests.conftest import ServerThread, reset_pg_schema
 
 TTL_S = 0.5  # the default
 
@@ -43,6 +43,7 @@ def token_selects() -> Iterator[list[str]]:
 def test_a_revoked_token_stops_on_every_replica_within_the_cache_time(
     pg_database: str, tmp_path: Path, token_selects: list[str]
 ) -> None:
+    reset_pg_schema(pg_database)
     engine = make_engine(pg_database)
     upgrade_schema(engine)
     tokens = TokenStore(engine)
@@ -92,7 +93,12 @@ def test_the_cache_keeps_found_rows_for_its_time_only(tmp_path: Path) -> None:
     assert cache.cached(text) is None  # its time is up: read again
     found = cache.find(text)
     assert found is not None and found.state() == "revoked"
-    assert cache.find("thb_unknown") is None and cache.cached("thb_unknown") is None
+    # An unknown text is never remembered: each find asks the store again.
+    reads: list[str] = []
+    real_find = store.find
+    store.find = lambda text: reads.append(text) or real_find(text)  # type: ignore[method-assign]
+    assert cache.find("thb_unknown") is None and cache.find("thb_unknown") is None
+    assert reads == ["thb_unknown", "thb_unknown"]
     off = VerifiedTokens(store, ttl_s=0, clock=lambda: now[0])
     assert off.find(text) is not None and off.cached(text) is None  # 0: never remembered
     engine.dispose()

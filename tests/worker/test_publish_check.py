@@ -5,17 +5,20 @@ starts. The API announces how it reads when it starts (a real app, served)."""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 import httpx
 
 from schedules_db import Store, make_engine
+from schedules_db.store.artifact_readers import ArtifactReader
 from service.entry.app import create_app
 from service.shared.artifact_readers import MARKER_FILE, publishing_problem
 from service.shared.settings import Settings
-from tests.conftest import ServerThread
+from tests.conftest import ServerThread, reset_pg_schema
 
 
 def _problem_beside(api: Settings, worker: Settings) -> str | None:
@@ -30,6 +33,7 @@ def _problem_beside(api: Settings, worker: Settings) -> str | None:
 
 
 def test_a_worker_must_write_where_the_api_reads(pg_database: str, tmp_path: Path) -> None:
+    reset_pg_schema(pg_database)  # no announcement of another test's API
     api_dir = tmp_path / "api"
 
     def on(folder: Path, store: str = "auto") -> Settings:
@@ -59,12 +63,25 @@ def test_a_worker_must_write_where_the_api_reads(pg_database: str, tmp_path: Pat
     # A stopped API withdrew its announcement: nothing is left to check against.
     engine = make_engine(pg_database)
     try:
-        assert Store(engine).readers.fresh() == []
+        store = Store(engine)
+        assert store.readers.fresh() == []
+        # An API killed before it withdrew (on this host, its pid gone) is not counted; a
+        # live one is.
+        ended = subprocess.Popen(["true"])
+        ended.wait()
+        host, worker = socket.gethostname(), on(tmp_path / "w6", "directory")
+        killed = ArtifactReader(f"{host}:{ended.pid}:x", "database", "database", host, "")
+        store.readers.announce(killed, timedelta(minutes=1))
+        assert len(store.readers.fresh()) == 1 and publishing_problem(worker, store) is None
+        alive = ArtifactReader(f"{host}:{os.getpid()}:y", "database", "database", host, "")
+        store.readers.announce(alive, timedelta(minutes=1))
+        assert publishing_problem(worker, store)
     finally:
         engine.dispose()
 
 
 def test_the_worker_command_refuses_to_start(pg_database: str, tmp_path: Path) -> None:
+    reset_pg_schema(pg_database)
     api = Settings(data_dir=tmp_path / "api", database_url=pg_database)  # reads the database
     worker = Settings(data_dir=tmp_path / "w", database_url=pg_database, artifact_store="directory")
     env = {**worker.as_env(), "PATH": "/usr/bin:/bin"}
