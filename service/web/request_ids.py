@@ -10,7 +10,8 @@ crafted id can neither forge a line nor grow one.
 (a context variable, which the threads and tasks the request starts inherit), in the scope
 (``scope["tunehub.request_id"]``), and adds it to every answer. An answer of status 400 or
 more whose body is one JSON object gets ``"request_id"`` as its last key; an exception no
-handler answered becomes a JSON 500 with it (then re-raised, for the server's own log).
+handler answered becomes a JSON 500 with it (then re-raised, for the server's own log), also
+when it came while such an answer's start was held for its body (nothing had gone out).
 `install_log_records` makes every log record of the process carry ``request_id`` (``-``
 outside a request), and `uvicorn_log_config` is the logging `tunehub serve` runs uvicorn
 with: every line, the access log's included, shows it.
@@ -83,16 +84,16 @@ class RequestIds:
         header = (HEADER.lower().encode(), request_id.encode())
         held: Message | None = None  # an error's start, held until its body is complete
         chunks: list[bytes] = []
-        started = False
+        sent = False  # whether a start went to the client (a held one has not)
 
         async def send_with_id(message: Message) -> None:
-            nonlocal held, started
+            nonlocal held, sent
             if message["type"] == "http.response.start":
-                started = True
                 message = {**message, "headers": [*message.get("headers", []), header]}
                 if message["status"] >= 400 and _is_plain_json(message["headers"]):
                     held = message
                     return
+                sent = True
             elif message["type"] == "http.response.body" and held is not None:
                 chunks.append(message.get("body", b""))
                 if message.get("more_body", False):
@@ -106,6 +107,7 @@ class RequestIds:
                         (k, str(len(body)).encode() if k == b"content-length" else v)
                         for k, v in start["headers"]
                     ]
+                sent = True
                 await send(start)
                 message = {"type": "http.response.body", "body": body}
             await send(message)
@@ -113,7 +115,7 @@ class RequestIds:
         try:
             await self.app(scope, receive, send_with_id)
         except Exception:
-            if not started:
+            if not sent:  # nothing went out, a held error's start included: answer for it
                 await _internal_error(send, header, request_id)
             raise
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 from fastapi import FastAPI
+from fastapi.responses import StreamingResponse
 
 from service.entry.app import create_app
 from service.shared.settings import Settings
@@ -80,6 +81,14 @@ def _failing_app(tmp_path: Path) -> FastAPI:
         logging.getLogger("tunehub.test").warning("about to fail")
         raise RuntimeError("boom")
 
+    @app.get("/half")
+    def half() -> StreamingResponse:  # an error's start is held until its body is complete
+        def body() -> Iterator[bytes]:
+            yield b'{"detail": '
+            raise RuntimeError("half")
+
+        return StreamingResponse(body(), status_code=409, media_type="application/json")
+
     return app
 
 
@@ -102,6 +111,18 @@ def test_log_records_and_an_unanswered_exception_carry_the_id(
     assert line.request_id == "boom-1"  # type: ignore[attr-defined]
     outside = logging.getLogger("tunehub.test").makeRecord("x", 20, "f", 1, "m", None, None)
     assert outside.request_id == "-"  # type: ignore[attr-defined]  # no request in this thread
+
+
+def test_an_exception_during_a_held_error_answer_is_a_500_with_the_id(tmp_path: Path) -> None:
+    with ServerThread(_failing_app(tmp_path)) as server:
+        answer = httpx.get(server.url + "/half", headers={"X-Request-ID": "half-1"})
+    assert answer.status_code == 500
+    assert answer.headers["X-Request-ID"] == "half-1"
+    assert answer.json() == {
+        "detail": "internal server error",
+        "type": "internal_error",
+        "request_id": "half-1",
+    }
 
 
 def test_only_a_json_object_gains_the_field() -> None:
