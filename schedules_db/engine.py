@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import math
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -12,6 +13,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DisconnectionError
+from sqlalchemy.pool import NullPool
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 # Any fixed 64-bit number: the PostgreSQL advisory lock that serialises schema upgrades.
@@ -43,6 +45,49 @@ def make_engine(url: str) -> Engine:
     engine = create_engine(url, pool_size=5, max_overflow=10)
     _ping_when_idle(engine)
     return engine
+
+
+PROBE_APPLICATION = "tunehub-probe"  # the probes' application_name on PostgreSQL
+
+
+def make_probe_engine(url: str, connect_timeout_s: float, statement_timeout_s: float) -> Engine:
+    """An engine for reads that must not hang nor hold anything (the metrics' probes): no pool
+    (each connection is closed when released, so an abandoned read holds one connection at
+    most, never a pooled one), connecting within ``connect_timeout_s`` and each statement
+    interrupted past ``statement_timeout_s``.
+
+    PostgreSQL: libpq's ``connect_timeout`` (whole seconds, 2 at least) and the session's
+    ``statement_timeout``, as application ``tunehub-probe`` unless the URL names one. SQLite:
+    a lock is waited for ``connect_timeout_s``, and a statement running past
+    ``statement_timeout_s`` is interrupted (sqlite3's progress handler); its journal mode
+    is left as the store set it.
+    """
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        engine = create_engine(
+            url,
+            poolclass=NullPool,
+            connect_args={"check_same_thread": False, "timeout": connect_timeout_s},
+        )
+
+        @event.listens_for(engine, "before_cursor_execute")
+        def bounded(
+            _conn: Any, cursor: Any, _sql: Any, _params: Any, _context: Any, _many: Any
+        ) -> None:
+            deadline = time.monotonic() + statement_timeout_s
+            cursor.connection.set_progress_handler(lambda: time.monotonic() > deadline, 1000)
+
+        return engine
+    timeout = f"-c statement_timeout={max(1, round(statement_timeout_s * 1000))}"
+    given = parsed.query.get("options")  # the URL's own options are kept
+    options = f"{given} {timeout}" if isinstance(given, str) else timeout
+    connect_args: dict[str, Any] = {
+        "connect_timeout": max(2, math.ceil(connect_timeout_s)),
+        "options": options,
+    }
+    if "application_name" not in parsed.query:
+        connect_args["application_name"] = PROBE_APPLICATION
+    return create_engine(url, poolclass=NullPool, connect_args=connect_args)
 
 
 PING_IDLE_S = 1.0  # a pooled connection unused this long is pinged before it is handed out

@@ -6,8 +6,9 @@ processes and replicas; `service.web.metrics` adds the process's own request his
 Families (label values: a target's label, a worker's name, a job state, a stage):
 
 * ``tunehub_dependency_up{dependency}``: 1 when the probe succeeded within `PROBE_TIMEOUT_S`,
-  else 0 (``database``, ``broker``; ``redis`` only where ``TUNEHUB_REDIS_URL`` is set);
-  ``tunehub_dependency_probe_seconds{dependency}``: how long the probe took.
+  else 0 (``database``, ``broker``; ``redis`` only where ``TUNEHUB_REDIS_URL`` is set; 0 too
+  while the previous scrape's probe still runs: none is started beside it);
+  ``tunehub_dependency_probe_seconds{dependency}``: how long the probe took (or has run).
 * ``tunehub_jobs{state,target}``: jobs in the store; ``tunehub_queue_depth{target}``: queued ones.
 * ``tunehub_trials_per_second{target}``: tuning records stored in the last `RATE_WINDOW`, per
   second (measured candidates, failed ones included; imports are not measured).
@@ -17,13 +18,15 @@ Families (label values: a target's label, a worker's name, a job state, a stage)
 * ``tunehub_search_duration_seconds{target}``, ``tunehub_verification_duration_seconds{target}``:
   histograms of the jobs' completed searches and verifications (`Jobs.record_stage`).
 
-With the database down only the dependency families are answered.
+The database is probed and read through `FleetReads`' engine of its own, never the API's pool,
+within `READ_TIMEOUT_S`. With the database down, or its reading failed or late (logged), only
+the dependency families are answered (`service.web.metrics` adds the request histogram).
 """
 
 from __future__ import annotations
 
+import logging
 import threading
-import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 
@@ -31,10 +34,16 @@ from prometheus_client.metrics_core import GaugeMetricFamily, HistogramMetricFam
 from prometheus_client.registry import Collector
 from sqlalchemy import text
 
+from schedules_db import Store
+from schedules_db.engine import make_probe_engine
 from schedules_db.gauges import DURATION_BUCKETS_S, FleetCounts, read_fleet
+from service.web.bounded_calls import BoundedCalls
 from service.web.services import Services
 
+log = logging.getLogger("tunehub.api")
+
 PROBE_TIMEOUT_S = 2.0
+READ_TIMEOUT_S = 3.0  # the store's reading, after the probes: a scrape takes 5 s at most
 RATE_WINDOW = timedelta(seconds=60)
 WORKER_HORIZON = timedelta(hours=1)
 STAGE_FAMILIES = {
@@ -43,40 +52,32 @@ STAGE_FAMILIES = {
 }
 
 
-def probe_all(
-    checks: dict[str, Callable[[], bool]], timeout_s: float
-) -> dict[str, tuple[bool, float]]:
-    """Run every check at once, each in a thread of its own: per name, whether it returned
-    True within ``timeout_s`` and the seconds it took (``timeout_s`` when it did not answer;
-    a dependency that never answers costs the scrape ``timeout_s`` once, whatever their
-    number)."""
-    results: dict[str, tuple[bool, float]] = {}
-    started = time.monotonic()
+class FleetReads:
+    """What the scrapes of one API process share: the calls still running (`BoundedCalls`:
+    one probe of each dependency and one reading of the store at a time, so a hung one is
+    never joined by another) and the store they reach the database through, made at the
+    first scrape over `make_probe_engine` (no pool: never the API's connections, and nothing
+    held between scrapes, so nothing to dispose of; connect and statement timeouts)."""
 
-    def run(name: str, check: Callable[[], bool]) -> None:
-        try:
-            ok = bool(check())
-        except Exception:  # noqa: BLE001 - a probe that raises says "down"
-            ok = False
-        results[name] = (ok, time.monotonic() - started)
+    def __init__(self) -> None:
+        self.calls = BoundedCalls("tunehub-probe")
+        self._lock = threading.Lock()
+        self._store: Store | None = None
 
-    threads = [
-        threading.Thread(target=run, args=item, name=f"tunehub-probe-{item[0]}", daemon=True)
-        for item in checks.items()
-    ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(max(0.0, started + timeout_s - time.monotonic()))
-    answered = dict(results)  # an answer written after this is not taken
-    return {name: answered.get(name, (False, timeout_s)) for name in checks}
+    def store(self, services: Services) -> Store:
+        """The store of the probes and readings."""
+        with self._lock:
+            if self._store is None:
+                url = services.settings.store_url
+                self._store = Store(make_probe_engine(url, PROBE_TIMEOUT_S, READ_TIMEOUT_S))
+            return self._store
 
 
-def dependency_checks(services: Services) -> dict[str, Callable[[], bool]]:
-    """The probe of each dependency this process uses."""
+def dependency_checks(services: Services, store: Store) -> dict[str, Callable[[], bool]]:
+    """The probe of each dependency this process uses (the database's through ``store``)."""
 
     def database() -> bool:
-        with services.store.engine.connect() as conn:
+        with store.engine.connect() as conn:
             conn.execute(text("SELECT 1"))
         return True
 
@@ -93,12 +94,13 @@ def dependency_checks(services: Services) -> dict[str, Callable[[], bool]]:
 class FleetCollector(Collector):
     """The families of the module docstring, read when collected."""
 
-    def __init__(self, services: Services) -> None:
+    def __init__(self, services: Services, reads: FleetReads) -> None:
         self.services = services
+        self.reads = reads
 
     def collect(self) -> Iterator[Metric]:
-        checks = dependency_checks(self.services)
-        results = probe_all(checks, PROBE_TIMEOUT_S)
+        store = self.reads.store(self.services)
+        results = self.reads.calls.run(dependency_checks(self.services, store), PROBE_TIMEOUT_S)
         up = GaugeMetricFamily(
             "tunehub_dependency_up",
             "1 when the dependency answered its probe",
@@ -109,16 +111,24 @@ class FleetCollector(Collector):
             "How long the dependency's probe took",
             labels=["dependency"],
         )
-        for name, (ok, seconds) in results.items():
-            up.add_metric([name], 1.0 if ok else 0.0)
-            took.add_metric([name], seconds)
+        for name, outcome in results.items():
+            up.add_metric([name], 1.0 if outcome.answered and outcome.value else 0.0)
+            took.add_metric([name], outcome.seconds)
         yield up
         yield took
-        if results["database"][0]:
-            stale_after = self.services.settings.stale_after_s
-            yield from fleet_families(
-                read_fleet(self.services.store, RATE_WINDOW, WORKER_HORIZON), stale_after
+        if not (results["database"].answered and results["database"].value):
+            return
+        reading = self.reads.calls.run(
+            {"store": lambda: read_fleet(store, RATE_WINDOW, WORKER_HORIZON)}, READ_TIMEOUT_S
+        )["store"]
+        if reading.value is None or not reading.answered:
+            log.warning(
+                "/metrics answers without the store's families: %s",
+                reading.why(),
+                exc_info=reading.error,
             )
+            return
+        yield from fleet_families(reading.value, self.services.settings.stale_after_s)
 
 
 def fleet_families(counts: FleetCounts, stale_after_s: float) -> Iterator[Metric]:

@@ -34,7 +34,7 @@ from starlette.routing import Mount, compile_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.web.auth import Reader
-from service.web.fleet_metrics import FleetCollector
+from service.web.fleet_metrics import FleetCollector, FleetReads
 from service.web.services import services
 
 log = logging.getLogger("tunehub.api")
@@ -79,6 +79,7 @@ class HttpMetrics:
             self.requests = _process_histogram
         else:
             self.requests = request_histogram()
+        self.fleet = FleetReads()  # the probes and store readings of this app's scrapes
 
     def exposition(self, request: Request) -> Response:
         """Every family, encoded as the scraper's ``Accept`` asks."""
@@ -87,7 +88,7 @@ class HttpMetrics:
             MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
         else:
             registry.register(self.requests)
-        registry.register(FleetCollector(services(request)))
+        registry.register(FleetCollector(services(request), self.fleet))
         encode, content_type = choose_encoder(request.headers.get("accept", ""))
         return Response(encode(registry), media_type=content_type)
 

@@ -4,17 +4,22 @@ API processes, are tests/e2e/test_metrics.py)."""
 
 from __future__ import annotations
 
+import logging
 import socket
+import sqlite3
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from sqlalchemy import create_engine, text
 
+from schedules_db import Store
 from service.entry.app import create_app
 from service.shared.settings import Settings
-from tests.conftest import ServerThread, free_port
+from tests.conftest import ServerThread, free_port, reset_pg_schema
+from tests.schedules_db.store_data import target
 from tests.service.deployment import Deployment
 from tests.service.scrapes import samples, value
 
@@ -95,31 +100,89 @@ def test_the_store_families_name_jobs_workers_trials_and_stages(deployment: Depl
 
 def test_dependencies_are_probed_and_a_dead_one_is_a_zero(tmp_path: Path, redis_url: str) -> None:
     dead = free_port()  # nothing listens there
-    silent = socket.create_server(("127.0.0.1", 0))  # connections wait in its backlog, unheard
-    mute = silent.getsockname()[1]
-    cases = {
-        "alive": Settings(data_dir=tmp_path / "alive", redis_url=redis_url),
-        "dead": Settings(
-            data_dir=tmp_path / "dead",
-            redis_url=f"redis://127.0.0.1:{dead}/0",
-            broker_url=f"pyamqp://guest:guest@127.0.0.1:{dead}//",
-        ),
-        "silent": Settings(
-            data_dir=tmp_path / "silent",
-            redis_url=f"redis://127.0.0.1:{mute}/0",
-            broker_url=f"pyamqp://guest:guest@127.0.0.1:{mute}//",
-        ),
-    }
-    for case, settings in cases.items():
-        with ServerThread(create_app(settings, run_reaper=False)) as server:
+    # Connections wait in its backlog, unheard; closed whatever the assertions say.
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        mute = silent.getsockname()[1]
+        cases = {
+            "alive": Settings(data_dir=tmp_path / "alive", redis_url=redis_url),
+            "dead": Settings(
+                data_dir=tmp_path / "dead",
+                redis_url=f"redis://127.0.0.1:{dead}/0",
+                broker_url=f"pyamqp://guest:guest@127.0.0.1:{dead}//",
+            ),
+            "silent": Settings(
+                data_dir=tmp_path / "silent",
+                redis_url=f"redis://127.0.0.1:{mute}/0",
+                broker_url=f"pyamqp://guest:guest@127.0.0.1:{mute}//",
+            ),
+        }
+        for case, settings in cases.items():
+            with ServerThread(create_app(settings, run_reaper=False)) as server:
+                started = time.monotonic()
+                answer = httpx.get(server.url + "/metrics", timeout=30)
+                assert answer.status_code == 200, answer.text
+                assert time.monotonic() - started < 10  # a dead dependency costs a probe's timeout
+                found = samples(answer.text)
+                up = 1 if case == "alive" else 0
+                assert value(found, "tunehub_dependency_up", dependency="database") == 1, case
+                assert value(found, "tunehub_dependency_up", dependency="broker") == up, case
+                assert value(found, "tunehub_dependency_up", dependency="redis") == up, case
+                probe_s = value(found, "tunehub_dependency_probe_seconds", dependency="broker")
+                assert probe_s <= 2.5
+
+
+def _families(text: str) -> set[str]:
+    return {name for name, _ in samples(text)}
+
+
+def test_a_failed_reading_of_the_store_leaves_the_other_families(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings = Settings(data_dir=tmp_path)
+    with ServerThread(create_app(settings, run_reaper=False)) as server:
+        assert httpx.get(server.url + "/healthz").status_code == 200
+        with sqlite3.connect(tmp_path / "tunehub.db") as db:  # a store the reading fails on
+            db.execute("DROP TABLE job_stages")
+        with caplog.at_level(logging.WARNING, logger="tunehub.api"):
+            answer = httpx.get(server.url + "/metrics", timeout=30)
+    assert answer.status_code == 200, answer.text
+    found = samples(answer.text)
+    assert value(found, "tunehub_dependency_up", dependency="database") == 1
+    count = "tunehub_http_request_duration_seconds_count"
+    assert value(found, count, method="GET", route="/healthz", status="200") == 1
+    assert "tunehub_jobs" not in _families(answer.text)
+    assert any("job_stages" in r.getMessage() for r in caplog.records), caplog.text
+
+
+def test_a_hung_reading_of_the_store_is_bounded_and_takes_no_pooled_connection(
+    tmp_path: Path, pg_database: str
+) -> None:
+    reset_pg_schema(pg_database)
+    app = create_app(Settings(data_dir=tmp_path, database_url=pg_database), run_reaper=False)
+    locker = create_engine(pg_database)
+    with ServerThread(app) as server, locker.connect() as lock:
+        target(Store(locker), "probed")
+        assert httpx.get(server.url + "/healthz").status_code == 200  # one request counted
+        pool = app.state.services.store.engine.pool
+        lock.execute(text("LOCK TABLE jobs IN ACCESS EXCLUSIVE MODE"))  # every read of jobs waits
+        for _ in range(3):
             started = time.monotonic()
             answer = httpx.get(server.url + "/metrics", timeout=30)
+            assert time.monotonic() - started < 8  # the probes' 2 s and the reading's 3 s
             assert answer.status_code == 200, answer.text
-            assert time.monotonic() - started < 10  # a dead dependency costs a probe's timeout
             found = samples(answer.text)
-            up = 1 if case == "alive" else 0
-            assert value(found, "tunehub_dependency_up", dependency="database") == 1, case
-            assert value(found, "tunehub_dependency_up", dependency="broker") == up, case
-            assert value(found, "tunehub_dependency_up", dependency="redis") == up, case
-            assert value(found, "tunehub_dependency_probe_seconds", dependency="broker") <= 2.5
-    silent.close()
+            assert value(found, "tunehub_dependency_up", dependency="database") == 1
+            assert "tunehub_queue_depth" not in _families(answer.text)
+            assert "tunehub_http_request_duration_seconds_count" in _families(answer.text)
+            assert pool.checkedout() == 0  # the API's connections are left to its requests
+        lock.rollback()  # the database recovers: the next scrapes read it again
+        deadline = time.monotonic() + 15
+        while "tunehub_queue_depth" not in _families(scrape_text(server.url)):
+            assert time.monotonic() < deadline, "the store's families did not come back"
+    locker.dispose()
+
+
+def scrape_text(url: str) -> str:
+    answer = httpx.get(url + "/metrics", timeout=30)
+    assert answer.status_code == 200, answer.text
+    return answer.text
