@@ -20,7 +20,7 @@ from typing import Any
 from service.app.ports import ParseLimits
 from service.app.refusals import InvalidInput, TooMany, Unavailable
 from service.shared.settings import Settings
-from tuning.checks.tir_size import tir_blocks
+from tuning.checks.tir_size import MAX_COUNTED, tir_blocks
 from tuning.jail import SandboxBusy, SandboxUnavailable, holding_slot
 from tuning.models.inputs import ModelInput
 from tuning.untrusted.user_model import ModelRejected, ParsedModel, ParsedTask, parse_model
@@ -37,7 +37,8 @@ def tir_too_large(settings: Settings, fmt: str, source: str) -> str | None:
         return None
     blocks = tir_blocks(fmt, source)
     if blocks is not None and blocks > settings.max_tir_blocks:
-        return f"{blocks} blocks; a function of more than {settings.max_tir_blocks} is not parsed"
+        counted = f"{blocks} blocks" if blocks < MAX_COUNTED else "blocks past counting (or a loop)"
+        return f"{counted}; a function of more than {settings.max_tir_blocks} is not parsed"
     return None
 
 
