@@ -143,3 +143,26 @@ def test_an_import_within_the_cap_and_the_trial_limit_passes_as_before(
     assert again.json()["records_added"] == 0
     assert [j["id"] for j in again.json()["jobs"]] == [j["id"] for j in answer["jobs"]]
     assert _unfinished(deployment) == CAP
+
+
+def test_an_import_stops_at_the_workload_that_put_its_identity_in_debt(tmp_path: Path) -> None:
+    """The parse-time quota was checked once per import, which then parsed all its workloads
+    (up to 64, each holding a parser) however deep in debt they put its identity. It is checked
+    before each workload now: with 0.01 s of parsing a minute, the first workload's parse puts
+    the identity in debt and the second is refused, a 429 ``parse_quota_exhausted``, with
+    nothing written (an import writes only after its last parse)."""
+    with Deployment(
+        tmp_path, auth=True, write_rate_per_s=0, max_active_jobs=CAP,
+        parse_seconds_per_minute=0.01,
+    ) as deployment:  # fmt: skip
+        before = row_counts(deployment.settings.data_dir, WRITTEN)
+        refused = deployment.post("submit-code", "/import", _database([(16, 1), (32, 1)]))
+        assert refused.status_code == 429, refused.text
+        assert refused.json()["type"] == "parse_quota_exhausted"
+        assert int(refused.headers["retry-after"]) >= 60  # a parse's debt at 0.01 s a minute
+        assert row_counts(deployment.settings.data_dir, WRITTEN) == before
+        assert _unfinished(deployment) == 0
+        # The parse gate was left with the refusal: the identity's next upload is refused for
+        # its debt, not as a parse still under way.
+        again = deployment.post("submit-code", "/import", _database([(16, 1)]))
+        assert again.status_code == 429 and again.json()["type"] == "parse_quota_exhausted"

@@ -89,7 +89,8 @@ def import_database(
     Refusals: a target tunehub refuses, or one no worker registered without ``admin`` (422);
     0 or more than `MAX_WORKLOADS` workloads, more than `MAX_RECORDS` records, or any bad line,
     a trace the gate refuses among them, a workload too large to parse (a 422 naming the file
-    and line); ``who`` parsing already or in debt of parse time (429); a workload another
+    and line); ``who`` parsing already, or in debt of parse time before any workload's parse
+    (429: an import whose own parses put ``who`` in debt stops there); a workload another
     identity owns (403); no isolated parser free or available (429/503); verification jobs
     that would take ``who`` over its cap of active jobs (429), or one over ``max_trials`` (422
     at the records file). Nothing is written on any refusal.
@@ -219,7 +220,9 @@ def _checked_database(
     """Every workload of the database parsed and re-derived in isolation with the records
     replayed on it, their line numbers, and the records; a 422 at the file of the first bad
     line (a workload too large to parse before any is). One parser slot per workload in turn,
-    so an upload waiting for a slot gets one between two workloads."""
+    so an upload waiting for a slot gets one between two workloads; ``who``'s parse-time quota
+    is checked before each (a 429 ``parse_quota_exhausted`` once a workload put it in debt:
+    nothing is written then, as the import writes only after every workload is parsed)."""
     workload_lines = split_lines(request.workloads)
     record_lines = split_lines(request.records)
     if not workload_lines or len(workload_lines) > MAX_WORKLOADS:
@@ -242,8 +245,10 @@ def _checked_database(
             where = f"{WORKLOAD_FILE} line {n}: "
             check_tir_size(settings, "json", module, ("body", WORKLOAD_FILE), where)
         parsed = []
-        with parsing_turn(limits, who):
+        with parsing_turn(limits, who):  # checks the quota before the first workload
             for index, (n, module) in enumerate(modules):
+                if index:  # and before each next: an import stops once ``who`` is in debt
+                    limits.parse_time.check(who)
                 with parser_slot(limits, who):
                     parsed.append(_checked_workload(n, module, by_workload[index]))
     except InterchangeError as err:
