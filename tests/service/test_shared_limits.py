@@ -5,6 +5,7 @@ time; without Redis each process keeps its own, and with Redis down a write is a
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -19,6 +20,7 @@ from schedules_db.tokens import TokenStore
 from service.entry.app import create_app
 from service.shared.settings import Settings
 from service.web.shared_limits import shared_limits
+from service.web.shared_limits.redis import RedisParseGate
 from tests.conftest import ServerThread, free_port, reset_pg_schema
 
 JOB = {"operator": {"name": "matmul", "params": {"M": 8, "N": 8, "K": 8}}, "target": "host"}
@@ -103,6 +105,31 @@ def test_one_parse_per_identity_over_every_replica(redis_url: str) -> None:
     two.parses.leave(who, again)
     one.close()
     two.close()
+
+
+def test_a_parse_outlasting_its_lease_keeps_the_identity_out_of_every_replica(
+    redis_url: str,
+) -> None:
+    """An import parses up to 64 workloads in turn, each after a wait for a parser: far longer
+    than the parse lease, which expired mid-import and let the identity start a second parse
+    on another replica. The holder renews it while its parse runs (here a 0.6 s lease, held
+    for five), and the mark ends with the parse."""
+    one, two = (shared_limits(Settings(redis_url=redis_url)) for _ in range(2))
+    assert isinstance(one.parses, RedisParseGate)
+    one.parses.lease_ms = 600
+    who = f"long-parse-{uuid.uuid4().hex[:8]}"
+    try:
+        with one.parses.parsing(who):
+            until = time.monotonic() + 3.0
+            while time.monotonic() < until:
+                assert two.parses.try_enter(who) is None, "the lease expired mid-parse"
+                time.sleep(0.05)
+        again = two.parses.try_enter(who)
+        assert again is not None
+        two.parses.leave(who, again)
+    finally:
+        one.close()
+        two.close()
 
 
 def test_admission_waits_for_the_identitys_lock_held_on_another_replica(redis_url: str) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 
 from service.web.quotas import too_many
 from service.web.refusals import Refusal
@@ -62,9 +62,15 @@ class ParseGate(ABC):
     def leave(self, who: str, token: str) -> None:
         """End the parse `try_enter` marked (nothing when another mark replaced it)."""
 
+    def kept(self, who: str, token: str) -> AbstractContextManager[None]:
+        """Keep the mark `try_enter` made alive for as long as the block runs, however long
+        (a mark that expires renews itself here; one kept in this process needs nothing)."""
+        return nullcontext()
+
     @contextmanager
     def parsing(self, who: str) -> Iterator[None]:
-        """Hold ``who``'s one parse; a 429 ``parse_in_progress`` when it is held already."""
+        """Hold ``who``'s one parse for the whole block; a 429 ``parse_in_progress`` when it
+        is held already."""
         token = self.try_enter(who)
         if token is None:
             raise too_many(
@@ -73,7 +79,8 @@ class ParseGate(ABC):
                 RETRY_OWN_PARSE_S,
             )
         try:
-            yield
+            with self.kept(who, token):
+                yield
         finally:
             self.leave(who, token)
 

@@ -3,9 +3,12 @@
 * Write-rate buckets: one hash per key (``tunehub:rate:<key>``: tokens, time) updated by one
   Lua script, atomic on the Redis server and timed by its clock (``TIME``), so replicas with
   skewed clocks agree; a bucket expires once it would be full again.
-* One parse per identity: ``SET tunehub:parse:<key> <token> NX PX`` (expiring after
-  `PARSE_LEASE_MS`, longer than any parse may run, so a replica that died mid-parse frees it),
-  deleted by its own token only.
+* One parse per identity: ``SET tunehub:parse:<key> <token> NX PX`` expiring after
+  `PARSE_LEASE_MS`, so that a replica that died mid-parse frees it, and renewed by its holder
+  every third of that while its parse runs (an import parses up to 64 workloads in turn, each
+  after a wait for a parser: far longer than any lease); deleted by its own token only. A
+  renewal Redis misses is logged and tried again; one that finds the key gone or another's
+  stops.
 * Admission: ``SET tunehub:admit:<name> <token> NX PX`` taken in a short retry loop, held from
   the job-cap check to the jobs' creation, deleted by its own token.
 * Parse time: one hash per identity (``tunehub:parsetime:<key>``: seconds, time), read and
@@ -22,6 +25,7 @@ it. A partitioned or overloaded Redis so costs one write a timeout, not every wr
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -44,7 +48,7 @@ from service.web.shared_limits.breaker import Breaker, CircuitOpen
 log = logging.getLogger("tunehub.limits")
 
 PREFIX = "tunehub:"
-PARSE_LEASE_MS = 120_000  # a parse is stopped after 30 s of wall time; 4x that
+PARSE_LEASE_MS = 120_000  # renewed every 40 s while the parse runs
 ADMIT_LEASE_MS = 30_000  # the longest a check-then-create may hold an identity's lock
 ADMIT_WAIT_S = 10.0  # how long a submission waits for its identity's lock
 BREAKER_OPEN_S = 5.0  # after a failure, how long every call is refused before one probes
@@ -88,6 +92,15 @@ if spent > 0 then
   redis.call('PEXPIRE', KEYS[1], math.ceil((per_minute - seconds) * 60000 / per_minute) + 1000)
 end
 return string.format('%.6f', math.max(0, -seconds) * 60 / per_minute)
+"""
+
+# KEYS[1]: a lock; ARGV: the holder's token, a lease in ms. Extends the key's lease only if the
+# token matches; 1 if it did.
+RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
 """
 
 # KEYS[1]: a lock; ARGV[1]: the holder's token. Deletes the key only if the token matches.
@@ -159,18 +172,48 @@ class RedisWriteLimiter(RateLimiter):
 
 
 class RedisParseGate(ParseGate):
-    """One parse per identity, as an expiring Redis key (see the module docstring)."""
+    """One parse per identity, as an expiring Redis key renewed while the parse runs (see the
+    module docstring); ``lease_ms`` is `PARSE_LEASE_MS` but in tests."""
 
-    def __init__(self, client: Any, reachable: _Reachable) -> None:
+    def __init__(self, client: Any, reachable: _Reachable, lease_ms: int = PARSE_LEASE_MS) -> None:
         self.client = client
         self._reachable = reachable
+        self.lease_ms = lease_ms
         self._release = client.register_script(RELEASE)
+        self._renew = client.register_script(RENEW)
 
     def try_enter(self, who: str) -> str | None:
         token = uuid.uuid4().hex
         with self._reachable():
-            taken = self.client.set(PREFIX + "parse:" + who, token, nx=True, px=PARSE_LEASE_MS)
+            taken = self.client.set(PREFIX + "parse:" + who, token, nx=True, px=self.lease_ms)
         return token if taken else None
+
+    @contextmanager
+    def kept(self, who: str, token: str) -> Iterator[None]:
+        """Renew ``who``'s mark every third of its lease, from a thread, until the block
+        ends."""
+        done = threading.Event()
+        renewer = threading.Thread(
+            target=self._keep, args=(who, token, done), name=f"parse-lease-{who}", daemon=True
+        )
+        renewer.start()
+        try:
+            yield
+        finally:
+            done.set()
+            renewer.join()
+
+    def _keep(self, who: str, token: str, done: threading.Event) -> None:
+        while not done.wait(self.lease_ms / 3000):
+            try:
+                with self._reachable():
+                    held = self._renew(keys=[PREFIX + "parse:" + who], args=[token, self.lease_ms])
+            except LimitsUnavailable as err:
+                log.warning("the parse lease of %r was not renewed: %s", who, err.detail)
+                continue
+            if not held:
+                log.warning("the parse lease of %r expired before its parse ended", who)
+                return
 
     def leave(self, who: str, token: str) -> None:
         with self._reachable():
