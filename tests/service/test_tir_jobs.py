@@ -143,7 +143,7 @@ _MATMUL_SCRIPT = catalog_workload("matmul", get_operator("matmul").Params(**SHAP
          "'open' is not allowed"),
     ],
     ids=["import", "dunder", "statement", "syntax", "cpu-bomb", "huge", "bad-json", "bad-graph",
-         "segfault", "call-extern", "call-packed", "out-of-bounds", "eval-open", "probe-chain",
+         "self-loop", "call-extern", "call-packed", "out-of-bounds", "eval-open", "probe-chain",
          "wrapping-shape", "bare-loops", "open"],
 )  # fmt: skip
 def test_hostile_or_malformed_tir_is_a_422_and_writes_nothing(
