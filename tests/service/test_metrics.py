@@ -58,6 +58,7 @@ def test_requests_are_counted_by_route_template(deployment: Deployment) -> None:
     assert httpx.get(url + "/api/v1/jobs/987654").status_code == 404
     assert httpx.get(url + "/no/such/987654").status_code == 404
     assert httpx.post(url + "/healthz").status_code == 405
+    assert deployment.get("admin", "/jobs").status_code == 200
     answer = scrape(deployment)
     assert "987654" not in answer.text  # a path's ids never become label values
     found = samples(answer.text)
