@@ -77,6 +77,8 @@ class Target:
     cache_bytes: int | None
     llc_gbps: float | None
     llc_bytes: int | None
+    peak_interference: float | None
+    bandwidth_interference: float | None
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ Thread safety: every method runs in a session of its own and returns frozen `Tar
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import select
 
@@ -68,13 +68,23 @@ class CatalogRows(Aggregate):
                 row = s.scalar(select(TargetRow).where(TargetRow.label == key_or_label))
             return None if row is None else value_of(Target, row)
 
-    def set_peak(self, target_id: int, gflops: float) -> None:
-        """Record the fp32 FMA peak a worker of this target measured (the latest wins: a
-        machine's clock drifts, and the peak is what it reaches now)."""
+    def set_peak(
+        self, target_id: int, gflops: float, *, interference: float | None, quiet_at_most: float
+    ) -> bool:
+        """Record the fp32 FMA peak a worker of this target measured, with ``interference``,
+        the share of the cores' time other processes took meanwhile (None: not known). A
+        measurement with at most ``quiet_at_most`` of it is quiet: the best quiet one is kept
+        (a busy core only ever lowers a peak). One under load is kept only while no quiet one
+        exists and no other was measured under less load. True when the row changed."""
         with self._session() as s:
             row = s.get(TargetRow, target_id)
-            if row is not None:
-                row.peak_gflops = gflops
+            if row is None:
+                return False
+            keep = _kept(row.peak_interference, interference, quiet_at_most)
+            if keep == "skip" or (keep == "best" and (row.peak_gflops or 0.0) >= gflops):
+                return False
+            row.peak_gflops, row.peak_interference = gflops, interference
+            return True
 
     def set_bandwidth(
         self,
@@ -84,16 +94,31 @@ class CatalogRows(Aggregate):
         cache_bytes: int,
         llc_gbps: float | None = None,
         llc_bytes: int | None = None,
-    ) -> None:
+        *,
+        interference: float | None,
+        quiet_at_most: float,
+    ) -> bool:
         """Record the bandwidth a worker of this target measured (GB/s): in the cores' caches
         (up to ``cache_bytes`` in all), in the shared last-level cache (up to ``llc_bytes``;
-        None where the machine has none) and in memory; the latest wins, as for the peak."""
+        None where the machine has none) and in memory, kept as `set_peak` keeps a peak: of two
+        quiet measurements, each level's best. True when the row changed."""
         with self._session() as s:
             row = s.get(TargetRow, target_id)
-            if row is not None:
-                row.cache_gbps, row.memory_gbps = cache_gbps, memory_gbps
-                row.cache_bytes = cache_bytes
-                row.llc_gbps, row.llc_bytes = llc_gbps, llc_bytes
+            if row is None:
+                return False
+            keep = _kept(row.bandwidth_interference, interference, quiet_at_most)
+            if keep == "skip":
+                return False
+            if keep == "best":
+                cache_gbps = max(cache_gbps, row.cache_gbps or 0.0)
+                memory_gbps = max(memory_gbps, row.memory_gbps or 0.0)
+                if llc_gbps is not None and row.llc_gbps is not None:
+                    llc_gbps = max(llc_gbps, row.llc_gbps)
+            row.cache_gbps, row.memory_gbps = cache_gbps, memory_gbps
+            row.cache_bytes = cache_bytes
+            row.llc_gbps, row.llc_bytes = llc_gbps, llc_bytes
+            row.bandwidth_interference = interference
+            return True
 
     def set_bytes_moved(self, workload_id: int, nbytes: int) -> None:
         """Record the bytes a kernel of this workload must move (its parameters, each once): a
@@ -172,3 +197,18 @@ class CatalogRows(Aggregate):
             if operator is not None:
                 query = query.where(WorkloadRow.operator == operator)
             return [value_of(Workload, row) for row in s.scalars(query)]
+
+
+def _kept(
+    old: float | None, new: float | None, quiet_at_most: float
+) -> Literal["replace", "best", "skip"]:
+    """How a figure measured under ``new`` interference meets the one kept, measured under
+    ``old`` (None: not known, or none kept): it replaces it, the better of the two is kept
+    (both quiet), or it is dropped (measured under more load than the one kept)."""
+    new_quiet = new is not None and new <= quiet_at_most
+    old_quiet = old is not None and old <= quiet_at_most
+    if new_quiet:
+        return "best" if old_quiet else "replace"
+    if old_quiet or (old is not None and (new is None or new >= old)):
+        return "skip"
+    return "replace"

@@ -51,6 +51,11 @@ class TargetRow(Base):
     cache_bytes: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     llc_gbps: Mapped[float | None] = mapped_column(Float, nullable=True)
     llc_bytes: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    # The share of the measured cores' time other processes took while the peak and the
+    # bandwidth above were measured (tuning.hardware.interference); NULL: not known (rows
+    # measured before it was recorded). A figure measured under load yields no roofline.
+    peak_interference: Mapped[float | None] = mapped_column(Float, nullable=True)
+    bandwidth_interference: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
 class WorkloadRow(Base):

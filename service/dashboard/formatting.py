@@ -6,6 +6,8 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
+from tuning.hardware.roofline import is_quiet
+
 
 def latency(us: float | None) -> str:
     """``12.3 us``, ``4.56 ms``, ``1.23 s``; an en dash for None."""
@@ -46,11 +48,14 @@ def age(when: str | datetime | None, now: datetime | None = None) -> str:
     return f"{seconds:.0f} s"
 
 
-def share_of_peak(gflops: float | None, peak: float | None) -> float | None:
-    """A kernel's GFLOPS as a percentage of its target's measured peak, at most 100 (a kernel
-    above the peak means the peak was measured too low: the worker then raises it to what the
-    kernel reached, `service.worker.verification`); None without either."""
-    if not gflops or not peak:
+def share_of_peak(
+    gflops: float | None, peak: float | None, interference: float | None
+) -> float | None:
+    """A kernel's GFLOPS as a percentage of its target's peak, at most 100 (a kernel above it
+    did fewer multiplies than it is counted for, or the peak was measured low); None without
+    either, or when the peak was measured under ``interference`` that is not quiet
+    (`tuning.hardware.roofline.is_quiet`)."""
+    if not gflops or not peak or not is_quiet(interference):
         return None
     return min(100.0, 100.0 * (gflops / peak))  # the ratio first: 1.0 exactly at the peak
 

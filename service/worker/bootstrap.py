@@ -19,41 +19,14 @@ from service.shared.queue import make_celery, queue_name
 from service.shared.settings import Settings
 from service.worker.consumer import register_consumer
 from service.worker.execution import WorkerContext
-from tuning.hardware.bandwidth import target_bandwidth
+from service.worker.figures import FiguresKeeper, measure_peaks
 from tuning.hardware.host import current_tvm_series, host_fingerprint
 from tuning.hardware.intrinsics import load_tensor_intrinsics
-from tuning.hardware.peak import target_peak_gflops
 from tuning.hardware.threads import pin_runtime_threads, target_threads
 from tuning.jail import unavailable_reason
 from tuning.measure.devices import RpcSpec
 
 log = logging.getLogger("tunehub.worker")
-
-
-def measure_peaks(
-    store: Store, target_ids: list[int], canonicals: list[dict[str, Any]]
-) -> dict[str, float]:
-    """Measure each CPU target's fp32 FMA peak and its cache and memory bandwidth on this
-    machine (about two seconds each) and record them on the target (its roofline,
-    `tuning.hardware.roofline`); returns {target id: GFLOPS} for the worker's fingerprint."""
-    found = {}
-    for target_id, canonical in zip(target_ids, canonicals, strict=True):
-        peak = target_peak_gflops(canonical)
-        if peak is not None:
-            store.catalog.set_peak(target_id, peak)
-            found[str(target_id)] = round(peak, 1)
-            log.info("target %s: fp32 FMA peak %.0f GFLOPS", target_id, peak)
-        bandwidth = target_bandwidth(canonical)
-        if bandwidth is not None:
-            store.catalog.set_bandwidth(target_id, bandwidth.cache_gbps, bandwidth.memory_gbps,
-                                        bandwidth.cache_bytes, bandwidth.llc_gbps,
-                                        bandwidth.llc_bytes)  # fmt: skip
-            log.info("target %s: bandwidth %.0f GB/s in cache (%d KiB), %s, %.0f GB/s in memory",
-                     target_id, bandwidth.cache_gbps, bandwidth.cache_bytes >> 10,
-                     "no shared cache" if not bandwidth.llc_bytes else
-                     f"{bandwidth.llc_gbps:.0f} GB/s in the shared cache "
-                     f"({bandwidth.llc_bytes >> 10} KiB)", bandwidth.memory_gbps)  # fmt: skip
-    return found
 
 
 def refuse(reason: str) -> NoReturn:
@@ -132,6 +105,7 @@ def run_worker(
         seed=settings.seed,
         target_ids=tuple(target_ids),
         rpc=rpc,
+        figures=FiguresKeeper(store) if rpc is None else None,
     )
     store.fleet.register(
         node, socket.gethostname(), os.getpid(), target_ids, machine, rpc.as_json() if rpc else None

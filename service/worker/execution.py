@@ -18,7 +18,7 @@ import shutil
 import tempfile
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from schedules_db.store import Store
 from schedules_db.values import JobState
 from service.shared.settings import default_timing_ms
 from service.worker.cost_model_files import CostModelFiles
+from service.worker.figures import FiguresKeeper
 from service.worker.heartbeat import Heartbeat, JobBeat
 from service.worker.job_store import LostOwnership, OwnedJob, load_inputs
 from service.worker.model_compile import compile_ready_models
@@ -62,6 +63,9 @@ class WorkerContext:
     target_ids: tuple[int, ...] = ()
     rpc: RpcSpec | None = None  # measure on a device behind a TVM RPC tracker instead of here
     blobs: BlobStore | None = None  # where artifacts go; None: a directory at artifact_dir
+    # Measures a target's roofline figures again before a job while none are trusted (a worker
+    # that measures here); None: jobs use the figures the store holds.
+    figures: FiguresKeeper | None = None
     heartbeat: Heartbeat = field(init=False)
 
     def __post_init__(self) -> None:
@@ -148,6 +152,8 @@ def _tune_and_publish(
 ) -> int:
     """The job's stages; the published schedule's id."""
     inputs = load_inputs(ctx.store, job_id)
+    if ctx.figures is not None:  # before the search: its stop needs a roofline it can trust
+        inputs = replace(inputs, target=ctx.figures.refresh(inputs.target, inputs.canonical))
     target = Target(inputs.canonical)
     # Measured, verified and timed in the job's jailed runner, on the cores the target names
     # (TVM's default is half of an x86 machine's CPUs: see tuning.hardware.threads).

@@ -87,7 +87,10 @@ def seed(engine: Engine, schedules: int, records_for_first: int = 12, seed: int 
                     insert(TargetRow).values(key=key, canonical_json=canonical, kind="llvm",
                                              label=label, fingerprint=fingerprint, created_at=NOW,
                                              peak_gflops=peak, cache_gbps=bandwidth[0],
-                                             memory_gbps=bandwidth[1], cache_bytes=bandwidth[2])
+                                             memory_gbps=bandwidth[1], cache_bytes=bandwidth[2],
+                                             # measured on a quiet machine: trusted
+                                             peak_interference=0.0 if peak else None,
+                                             bandwidth_interference=0.0 if n == 0 else None)
                 ).inserted_primary_key[0]  # type: ignore[index]
             )  # fmt: skip
         artifact_id = conn.execute(

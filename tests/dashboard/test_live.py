@@ -12,7 +12,8 @@ import pytest
 from playwright.sync_api import Browser, Page, expect
 
 from tests.dashboard.conftest import open_tab
-from tests.e2e.helpers import forget_target_figures, start_serve, stop
+from tests.e2e.helpers import start_serve, stop, unreachable_target_figures
+from tuning.hardware.roofline import is_quiet
 
 pytestmark = pytest.mark.e2e
 TRIALS = 12  # three batches of 4: the curve grows three times
@@ -73,16 +74,20 @@ def test_submit_watch_and_cancel_against_make_runs_server(browser: Browser, tmp_
             assert seen == sorted(seen), seen
             expect(page.locator("#schedule-link a")).to_have_text("schedule 1")
             tab.shot("job-succeeded")
-            # The worker measured its target's FMA peak at start: schedules show their share.
+            # The worker measured its target's FMA peak at start: schedules show their share,
+            # or, where the peak was measured under load (a busy test machine), say so.
             host = httpx.get(f"{url}/api/v1/schedules/1").json()["target"]
             assert host["peak_gflops"] > 0
             page = tab.open("/schedules/1")
-            expect(page.locator(".facts")).to_contain_text("% of")
+            if is_quiet(host["peak_interference"]):
+                expect(page.locator(".facts")).to_contain_text("% of")
+            else:
+                expect(page.locator(".facts")).to_contain_text("was measured under load")
 
-            # The cancel must land while the job runs: with no roofline (the figures
-            # forgotten), the 400-trial job cannot stop at one in its first batch, as a plain
+            # The cancel must land while the job runs: with a roofline no kernel comes near,
+            # the 400-trial job cannot stop at it in its first batch, as a plain
             # 256^3 matmul did on a fast host before the click came.
-            forget_target_figures(f"sqlite:///{tmp_path / 'data' / 'tunehub.db'}")
+            unreachable_target_figures(f"sqlite:///{tmp_path / 'data' / 'tunehub.db'}")
             big = {"operator": {"name": "matmul", "params": {"M": 256, "N": 256, "K": 256}},
                    "target": "host", "trials": 400, "space": "plain"}  # fmt: skip
             job = httpx.post(f"{url}/api/v1/jobs", json=big, timeout=60).json()

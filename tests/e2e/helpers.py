@@ -134,11 +134,13 @@ def wait_until(
     return eventually(condition, timeout_s, poll_s, what=lambda: f"\n{log.read_text()[-4000:]}")
 
 
-def forget_target_figures(store_url: str) -> None:
-    """Forget every target's measured peak and bandwidth in the store at ``store_url``: with no
-    roofline, no search stops at one before its budget is spent (a worker measures them at its
-    start, not again). A job that must still be running when a test cancels it needs this: a
-    plain 256^3 matmul reached its roofline in its first batch on a fast host."""
+def unreachable_target_figures(store_url: str) -> None:
+    """Give every target in the store at ``store_url`` a roofline no kernel comes near: a peak
+    and bandwidths of 1e12, measured (so the record says) on a quiet machine, so no search stops
+    at the roofline before its budget is spent, and no worker measures them again (a quiet
+    measurement keeps the best, `CatalogRows.set_peak`). A job that must still be running when
+    a test cancels it needs this: a plain 256^3 matmul reached its roofline in its first batch
+    on a fast host."""
     from sqlalchemy import update
 
     from schedules_db import make_engine
@@ -148,8 +150,8 @@ def forget_target_figures(store_url: str) -> None:
     with engine.begin() as conn:
         conn.execute(
             update(TargetRow).values(
-                peak_gflops=None, cache_gbps=None, memory_gbps=None, cache_bytes=None,
-                llc_gbps=None, llc_bytes=None,
+                peak_gflops=1e12, cache_gbps=1e12, memory_gbps=1e12, cache_bytes=1 << 20,
+                llc_gbps=None, llc_bytes=None, peak_interference=0.0, bandwidth_interference=0.0,
             )
         )  # fmt: skip
     engine.dispose()

@@ -25,9 +25,9 @@ from service.shared.settings import Settings
 from tests.conftest import ServerThread, free_port, reset_pg_schema
 from tests.e2e.helpers import (
     cli,
-    forget_target_figures,
     start,
     stop,
+    unreachable_target_figures,
     wait_http,
     wait_job,
     wait_until,
@@ -235,9 +235,9 @@ def test_api_restart_mid_job_and_cancel_on_rabbitmq(pg_database: str, tmp_path: 
             # itself: a search whose batch reaches 85% of the roofline stops and succeeds, and
             # a plain 256^3 matmul did so in its first batch on a fast host. Freezing the worker
             # once the job ran raced its first batch (a slow poll on a busy machine came after
-            # it); with the targets' figures forgotten there is no roofline, and the 400-trial
-            # job runs until the cancel lands, however fast or busy the machine.
-            forget_target_figures(pg_database)
+            # it); with a roofline no kernel comes near, the 400-trial job runs until the
+            # cancel lands, however fast or busy the machine.
+            unreachable_target_figures(pg_database)
             long_job = client.submit(
                 "matmul", {"M": 256, "N": 256, "K": 256}, "host", 400, space="plain"
             )

@@ -5,6 +5,10 @@ from __future__ import annotations
 from schedules_db.store import Store
 from schedules_db.values import Target, Workload
 
+QUIET = 0.1  # what the worker passes (tuning.hardware.roofline.QUIET_SHARE)
+LOADED = {"interference": 0.6, "quiet_at_most": QUIET}
+LESS_LOADED = {"interference": 0.3, "quiet_at_most": QUIET}
+
 
 def test_targets_and_workloads_are_created_once(store: Store) -> None:
     t1 = store.catalog.get_or_create_target({"kind": "llvm", "mcpu": "a"}, "llvm", "a", {})
@@ -50,15 +54,47 @@ def test_workloads_list_newest_first_and_by_operator(store: Store) -> None:
     assert [w.id for w in store.catalog.list_workloads(limit=1)] == [ids[2]]
 
 
-def test_a_targets_measured_bandwidth_is_the_latest_with_or_without_a_shared_cache(
+def test_a_less_loaded_bandwidth_replaces_a_loaded_one_with_or_without_a_shared_cache(
     store: Store,
 ) -> None:
     target = store.catalog.get_or_create_target({"kind": "llvm", "mcpu": "z"}, "llvm", "z", {})
     assert (target.cache_gbps, target.llc_gbps, target.llc_bytes) == (None, None, None)
-    store.catalog.set_bandwidth(target.id, 513.0, 48.0, 1 << 20, 240.0, 16 << 20)
+    store.catalog.set_bandwidth(target.id, 513.0, 48.0, 1 << 20, 240.0, 16 << 20, **LOADED)
     got = store.catalog.get_target(target.id)
     assert (got.cache_gbps, got.memory_gbps, got.cache_bytes) == (513.0, 48.0, 1 << 20)
     assert (got.llc_gbps, got.llc_bytes) == (240.0, 16 << 20)
-    store.catalog.set_bandwidth(target.id, 200.0, 30.0, 2 << 20)  # a machine with no L3
+    store.catalog.set_bandwidth(target.id, 200.0, 30.0, 2 << 20, **LESS_LOADED)  # no L3
     got = store.catalog.get_target(target.id)
     assert (got.cache_gbps, got.memory_gbps, got.llc_gbps, got.llc_bytes) == (200, 30, None, None)
+
+
+def test_the_best_quiet_figure_is_kept_and_a_loaded_one_never_replaces_it(store: Store) -> None:
+    """Issue 38: a worker started beside other work measured 377 GFLOPS where the machine
+    reaches 451; kept, that figure made an 84% kernel look 100% and stopped its search."""
+    target = store.catalog.get_or_create_target({"kind": "llvm", "mcpu": "q"}, "llvm", "q", {})
+
+    def peak(gflops: float, interference: float | None) -> tuple[bool, float | None, float | None]:
+        changed = store.catalog.set_peak(target.id, gflops, interference=interference,
+                                         quiet_at_most=QUIET)  # fmt: skip
+        got = store.catalog.get_target(target.id)
+        return changed, got.peak_gflops, got.peak_interference
+
+    assert peak(377.0, 0.45) == (True, 377.0, 0.45)  # under load, but the only one
+    assert peak(300.0, 0.7) == (False, 377.0, 0.45)  # under more load: dropped
+    assert peak(390.0, None) == (False, 377.0, 0.45)  # load unknown: no better than known
+    assert peak(410.0, 0.2) == (True, 410.0, 0.2)  # under less load
+    assert peak(440.0, 0.02) == (True, 440.0, 0.02)  # quiet: trusted from now on
+    assert peak(451.0, 0.01) == (True, 451.0, 0.01)  # a better quiet one
+    assert peak(430.0, 0.0) == (False, 451.0, 0.01)  # a worse quiet one: the best stays
+    assert peak(900.0, 0.5) == (False, 451.0, 0.01)  # anything under load, even higher
+
+    assert store.catalog.set_bandwidth(target.id, 400.0, 20.0, 1 << 20, 90.0, 8 << 20,
+                                       interference=0.0, quiet_at_most=QUIET)  # fmt: skip
+    assert store.catalog.set_bandwidth(target.id, 380.0, 25.0, 1 << 20, 95.0, 8 << 20,
+                                       interference=0.05, quiet_at_most=QUIET)  # fmt: skip
+    got = store.catalog.get_target(target.id)  # each level's best of the quiet ones
+    assert (got.cache_gbps, got.memory_gbps, got.llc_gbps) == (400.0, 25.0, 95.0)
+    assert not store.catalog.set_bandwidth(target.id, 900.0, 90.0, 1 << 20,
+                                           interference=0.4, quiet_at_most=QUIET)  # fmt: skip
+    assert store.catalog.get_target(target.id).cache_gbps == 400.0
+    assert not store.catalog.set_peak(10**6, 1.0, interference=0.0, quiet_at_most=QUIET)

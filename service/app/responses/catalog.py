@@ -40,6 +40,19 @@ class TargetOut(TypedDict):
         TargetBandwidth | None,
         Field(description="the bandwidth its worker measured at start (null: none measured)"),
     ]
+    peak_interference: Annotated[
+        float | None,
+        Field(
+            description="the share of the measured cores' time other processes took while the"
+            " peak was measured (null: not known); above 0.1 it was measured under load: it is"
+            " shown but no roofline or share of peak is derived from it, and its workers measure"
+            " it again"
+        ),
+    ]
+    bandwidth_interference: Annotated[
+        float | None,
+        Field(description="the same for the bandwidth"),
+    ]
 
 
 class ServedTarget(TargetOut):
@@ -125,6 +138,8 @@ def target_json(target: Target) -> TargetOut:
         "fingerprint": target.fingerprint,
         "peak_gflops": target.peak_gflops,
         "bandwidth": bandwidth_json(Bandwidth.of(target)),
+        "peak_interference": target.peak_interference,
+        "bandwidth_interference": target.bandwidth_interference,
     }
 
 
