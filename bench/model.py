@@ -3,13 +3,13 @@ untuned TVM vs ONNX Runtime (CPU provider, threads = cores) vs PyTorch CPU (eage
 ``torch.compile``), side by side in one run, with each task's share of tunehub's kernel time
 and its % of the roofline (issues 16, 26).
 
-Models, built by hand as ONNX files with random weights, batch 1:
+Models, as a user has them: PyTorch modules with random weights, batch 1
+(`bench/torch_zoo.py`), exported with ``torch.onnx.export`` for ONNX Runtime and tunehub:
 
-    cnn          examples/cnn.py's small CNN, 1x3x32x32
-    resnet18     a ResNet-18-shaped CNN, 1x3x224x224 (tests/tuning/model_cases.resnet18_like)
+    resnet18     torchvision's ResNet-18, 1x3x224x224
+    mobilenetv2  torchvision's MobileNet-V2 (width 1.0), 1x3x224x224
     bert         a BERT-base encoder layer, sequence 128, hidden 768, 12 heads, FFN 3072
-                 (examples/transformer_block.encoder_layer)
-    mobilenetv2  MobileNet-V2 (width 1.0), 1x3x224x224 (bench/mobilenet.py)
+    cnn          a small CNN, 1x3x32x32
 
 Each model gets a budget of ``--trials-per-task`` x its task count, spent:
 
@@ -22,8 +22,8 @@ Each model gets a budget of ``--trials-per-task`` x its task count, spent:
   same tasks (MetaSchedule's defaults: 64 candidates a batch, gradient task scheduler; only the
   builder's timeout raised), the weights prepacked after tuning, compiled (*plain tune s*).
 
-Untuned TVM is the same pipeline with no records. PyTorch runs the ONNX graph op by op (the
-same weights; `bench/model_torch.py`; the models are `bench/model_zoo.py`'s). Everything but
+Untuned TVM is the same pipeline with no records. PyTorch eager runs the module itself, in
+inference mode (`bench/model_torch.py`). Everything but
 ``torch.compile`` is timed in this process, interleaved over ``--rounds`` (median of rounds,
 each the median of ``--repeat`` samples of at least 0.1 s), on the same ``BENCH_THREADS``
 threads (default: the target's cores); every output is checked against untuned TVM's.
@@ -41,7 +41,7 @@ another size (``--neighbour-size``, every task new to the server) is built with
 get neighbour answers, how long a lookup of those answers takes afterwards, and its latency
 against the untuned build.
 
-    .venv/bin/pip install -e '.[bench]'      # torch (optional: --skip-torch)
+    .venv/bin/pip install -e '.[bench]'      # torch: the models are PyTorch modules
     .venv/bin/python bench/model.py [--models bert,resnet18,mobilenetv2,cnn] [--trials-per-task 64]
         [--budget-curve 8,16,32,64] [--neighbour-size 192] [--skip-rows] [--skip-torch]
         [--skip-plain] [--server URL]
@@ -70,21 +70,16 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "examples"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from cnn import small_cnn  # noqa: E402
 from kernel_quality import free_port, settle, time_callable  # noqa: E402
 from model_report import Row, print_table, task_rows  # noqa: E402
 from model_torch import compiled_latency, torch_callable  # noqa: E402
-from model_zoo import MODELS  # noqa: E402
+from torch_zoo import MODULES, export_onnx, input_shape, make_module  # noqa: E402
 
 from service.client import TunehubClient  # noqa: E402
 from service.client.models import submit_model, wait_model  # noqa: E402
-from tests.tuning.model_cases import resnet18_like  # noqa: E402
 
-# The image models at another input size (every task a new shape): for neighbour answers.
-AT_SIZE: dict[str, Callable[[int], Any]] = {
-    "cnn": lambda size: small_cnn(size),
-    "resnet18": lambda size: resnet18_like(size=size),
-}
+# The image models (at another input size, every task a new shape: for neighbour answers).
+IMAGE_MODELS = ("cnn", "resnet18", "mobilenetv2")
 BUILD_TIMEOUT_S = 180  # plain MetaSchedule's LocalBuilder (stock: 30 s)
 TOLERANCE = 1e-3  # max |out - untuned TVM's| over max |untuned TVM's|
 
@@ -243,8 +238,8 @@ def bench_model(name: str, client: TunehubClient, args: argparse.Namespace, fold
 
     from tuning.models.pipeline import extract, tuning_pipeline
 
-    build_model, shape = MODELS[name]
-    model = build_model()
+    shape = input_shape(name)
+    model = export_onnx(make_module(name), shape)
     mod = from_onnx(model, shape_dict={"x": shape}, keep_params_in_input=False)
     target = tvm.target.Target(client.targets()["host"]["canonical"])
     tasks = len(extract(tuning_pipeline(mod, target), target))
@@ -262,7 +257,7 @@ def bench_model(name: str, client: TunehubClient, args: argparse.Namespace, fold
         run()
     ways["onnxruntime"] = bound(ort_callable(model, tvm.runtime.num_threads()), x)
     if not args.skip_torch:
-        ways["torch eager"] = bound(torch_callable(model, False), x)
+        ways["torch eager"] = bound(torch_callable(name, False), x)
     measure(row, ways, args.rounds, args.repeat)
     if not args.skip_torch:
         compiled = compiled_latency(name, args.repeat)
@@ -289,8 +284,8 @@ def budget_curve(
     from service.client.relax_build import build
     from tuning.models.pipeline import extract, tuning_pipeline
 
-    build_model, shape = MODELS[args.curve_model]
-    model = build_model()
+    shape = input_shape(args.curve_model)
+    model = export_onnx(make_module(args.curve_model), shape)
     mod = from_onnx(model, shape_dict={"x": shape}, keep_params_in_input=False)
     data = tvm.runtime.tensor(np.random.default_rng(0).standard_normal(shape).astype("float32"))
     points: list[tuple[int, int, float, float]] = []
@@ -326,8 +321,8 @@ def neighbour_answers(
     from service.client.tvm_database import TunehubDatabase
     from tuning.models.pipeline import compile_with, tuning_pipeline
 
-    model = AT_SIZE[name](size)
-    shape = [1, 3, size, size]
+    shape = input_shape(name, size)
+    model = export_onnx(make_module(name), shape)
     mod = from_onnx(model, shape_dict={"x": shape}, keep_params_in_input=False)
     started = time.monotonic()
     database = TunehubDatabase(client, target, cache=False, allow_neighbour=True,
@@ -356,7 +351,7 @@ def neighbour_answers(
         latency[way] = time_callable(bound(main, data), repeat) * 1e3
     counts = {state: states.count(state) for state in sorted(set(states))}
     return [
-        f"{name} at {size}x{size} against the server that tuned it at {MODELS[name][1][-1]}² "
+        f"{name} at {size}x{size} against the server that tuned it at {input_shape(name)[-1]}² "
         f"(allow_neighbour, tune_missing): {len(states)} tasks sent, states {counts}",
         f"  first build's prefetch (upload, jail parse, refit of {len(neighbours)} answers, "
         f"lookups): {first:.1f} s; {answered} tasks answered",
@@ -373,7 +368,11 @@ def main() -> int:
     parser.add_argument("--models", default="bert,resnet18,mobilenetv2")
     parser.add_argument("--trials-per-task", type=int, default=64)
     parser.add_argument("--budget-curve", default="8,16,32,64", help="'' to skip")
-    parser.add_argument("--skip-torch", action="store_true")
+    parser.add_argument(
+        "--skip-torch",
+        action="store_true",
+        help="no PyTorch timings (the models are still its modules)",
+    )
     parser.add_argument(
         "--skip-plain",
         action="store_true",
@@ -390,7 +389,7 @@ def main() -> int:
     parser.add_argument(
         "--curve-model",
         default="resnet18",
-        choices=sorted(AT_SIZE),
+        choices=IMAGE_MODELS,
         help="the model of the budget curve and the neighbour answers",
     )
     parser.add_argument("--neighbour-size", type=int, default=192,
@@ -398,9 +397,9 @@ def main() -> int:
                         "answers (0: skip)")  # fmt: skip
     args = parser.parse_args()
     models = [m for m in args.models.split(",") if m]
-    unknown = set(models) - set(MODELS)
+    unknown = set(models) - set(MODULES)
     if unknown:
-        parser.error(f"unknown models {sorted(unknown)}: choose from {', '.join(MODELS)}")
+        parser.error(f"unknown models {sorted(unknown)}: choose from {', '.join(MODULES)}")
     steps = [int(s) for s in args.budget_curve.split(",") if s]
 
     from tuning.hardware.targets import resolve_target
@@ -409,10 +408,8 @@ def main() -> int:
     cores = int(resolve_target("host").canonical.get("num-cores", os.cpu_count() or 1))
     threads = pin_runtime_threads(int(os.environ.setdefault("BENCH_THREADS", str(cores))))
     if not args.skip_torch:
-        try:
-            import torch
-        except ImportError:
-            parser.error("torch is not installed: pip install -e '.[bench]', or --skip-torch")
+        import torch
+
         torch.set_num_threads(threads)
         print(f"torch {torch.__version__} on {torch.get_num_threads()} threads")
     print(f"TVM on {threads} threads; 1-min load average {os.getloadavg()[0]:.2f}", flush=True)

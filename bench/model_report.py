@@ -34,6 +34,7 @@ class TaskRow:
     latency_us: float
     roofline_us: float | None
     of_roofline: float | None
+    space: str  # the design space its schedule came from: which layout and kernel it ended with
     share: float = 0.0
 
 
@@ -48,7 +49,8 @@ def task_rows(client: TunehubClient, model: dict[str, Any]) -> list[TaskRow]:
             continue
         schedule = client.schedule(schedule_id)
         rows.append(TaskRow(task["name"], task["weight"], task["trials"], schedule["latency_us"],
-                            schedule["roofline_us"], schedule["of_roofline"]))  # fmt: skip
+                            schedule["roofline_us"], schedule["of_roofline"],
+                            schedule["space"]))  # fmt: skip
     total = sum(r.weight * r.latency_us for r in rows) or 1.0
     for r in rows:
         r.share = r.weight * r.latency_us / total
@@ -78,12 +80,13 @@ def print_table(rows: list[Row], threads: int) -> None:
     for r in rows:
         print(f"\n{r.model}: tasks by share of the kernel time (calls x published latency)")
         print(f"{'task':<40} {'calls':>5} {'trials':>6} {'latency us':>11} {'share':>6} "
-              f"{'roofline us':>11} {'of roofline':>11}")  # fmt: skip
+              f"{'roofline us':>11} {'of roofline':>11} {'space':>12}")  # fmt: skip
         for t in r.tasks_measured:
             roof = f"{t.roofline_us:>11.1f}" if t.roofline_us is not None else f"{'-':>11}"
             of = f"{100 * t.of_roofline:>10.0f}%" if t.of_roofline is not None else f"{'-':>11}"
             print(f"{t.name[:40]:<40} {t.weight:>5} {t.trials:>6} {t.latency_us:>11.1f} "
-                  f"{100 * t.share:>5.1f}% {roof} {of}")  # fmt: skip
+                  f"{100 * t.share:>5.1f}% {roof} {of} {t.space:>12}")  # fmt: skip
+    print("roofline: '-' where the target's figures were measured under load (not trusted)")
     for r in rows:
         errors = ", ".join(f"{w} {e:.1e}" for w, e in r.error.items())
         print(f"{r.model}: max |out - untuned TVM| / max |untuned TVM|: {errors}")

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tuning.ir import layout_free_operands, structural_hash
+from tuning.models.blocked_layout import LEGALIZE, to_blocked
 from tuning.models.fast_math import fast_math as fast_math_functions
 
 
@@ -44,7 +45,7 @@ def _is_cpu(target: Any) -> bool:
     return str(target.kind.name) == "llvm"
 
 
-def tuning_pipeline(mod: Any, target: Any, fast_math: bool = True) -> Any:
+def tuning_pipeline(mod: Any, target: Any, fast_math: bool = True, block: int = 0) -> Any:
     """``mod`` decomposed, canonicalised, legalised and fused (Relax's "zero" pipeline) under
     ``target``, weights marked layout-free on CPU: the module whose PrimFuncs are tuned.
 
@@ -53,7 +54,11 @@ def tuning_pipeline(mod: Any, target: Any, fast_math: bool = True) -> Any:
     are scalar calls. A BERT layer's GELU (erf over 128x3072 values) took 1,212 us exact and
     46 us fast on 2 cores (max error 5e-7 against float64, exact's 3e-7); whole models are
     checked against the exact pipeline when compiled (`tuning.untrusted.model_requests`). The
-    workloads differ: a build must use the setting its schedules were tuned with."""
+    workloads differ: a build must use the setting its schedules were tuned with.
+
+    With ``block`` (channels, say 16: one AVX-512 vector), the regular convolutions run in a
+    blocked channel layout kept between layers (`tuning.models.blocked_layout`); their
+    workloads differ from the plain layout's, as fast math's do."""
     from tvm import relax
 
     with target:
@@ -61,6 +66,9 @@ def tuning_pipeline(mod: Any, target: Any, fast_math: bool = True) -> Any:
         mod = relax.transform.CanonicalizeBindings()(mod)
         if fast_math:
             mod = fast_math_functions(mod)
+        if block:
+            mod = to_blocked(mod, block)
+            mod = relax.transform.LegalizeOps(customize_legalize_map=LEGALIZE)(mod)
         mod = relax.get_pipeline("zero")(mod)
         if _is_cpu(target):
             mod = relax.transform.AttachAttrLayoutFreeBuffers()(mod)

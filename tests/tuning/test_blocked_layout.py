@@ -1,0 +1,58 @@
+"""A model's convolutions in a blocked channel layout kept between layers (issue 38): with
+``block``, the tuning pipeline puts every regular conv whose channels divide into blocks in
+NCHW[x]c, lowers it with TOPI's conv2d_NCHWc (fused with its bias and activation, as the plain
+layout's are), folds the weights' reorder into constants, and the compiled model computes what
+the plain one does. Its tasks are workloads of their own: a layout never changes another's key."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.tuning.model_cases import tiny_cnn
+from tuning.hardware.targets import resolve_target
+from tuning.ir import arg_specs, structural_hash
+from tuning.models.pipeline import compile_with, extract, tuning_pipeline
+
+
+@pytest.fixture(scope="module")
+def fused_pair() -> tuple:  # type: ignore[type-arg]
+    import tvm
+    from tvm.relax.frontend.onnx import from_onnx
+
+    mod = from_onnx(tiny_cnn(), shape_dict={"x": [1, 3, 16, 16]}, keep_params_in_input=False)
+    target = tvm.target.Target(resolve_target("host").canonical)
+    return target, tuning_pipeline(mod, target), tuning_pipeline(mod, target, block=4)
+
+
+def test_blocked_convs_are_tasks_of_their_own(fused_pair: tuple) -> None:  # type: ignore[type-arg]
+    target, plain, blocked = fused_pair
+    plain_tasks = {t.name: t for t in extract(plain, target)}
+    blocked_tasks = {t.name: t for t in extract(blocked, target)}
+    # The second conv (8 -> 8 channels: two blocks of 4) is blocked, bias and ReLU fused in;
+    # the first (3 input channels) stays as it is.
+    nchwc = [name for name in blocked_tasks if "conv2d_NCHWc" in name]
+    assert len(nchwc) == 1 and "relu" in nchwc[0], sorted(blocked_tasks)
+    task = blocked_tasks[nchwc[0]]
+    shapes = [shape for shape, _ in arg_specs(task.mod["main"])]
+    assert [1, 2, 16, 16, 4] in shapes  # NCHW4c data and output
+    assert [2, 2, 3, 3, 4, 4] in shapes  # OIHW4i4o weights
+    assert task.layout_free  # the weights are constants: packed at compile like the others
+    plain_hashes = {structural_hash(t.mod) for t in plain_tasks.values()}
+    assert structural_hash(task.mod) not in plain_hashes
+    assert any("conv2d" in name and "NCHWc" not in name for name in blocked_tasks)
+
+
+def test_a_blocked_model_computes_what_the_plain_one_does(fused_pair: tuple) -> None:  # type: ignore[type-arg]
+    import tvm
+    from tvm import relax
+    from tvm.s_tir import meta_schedule as ms
+
+    target, plain, blocked = fused_pair
+    x = tvm.runtime.tensor(np.random.default_rng(0).standard_normal((1, 3, 16, 16)).astype("f4"))
+    outputs = []
+    for fused in (plain, blocked):
+        executable = compile_with(fused, target, ms.database.MemoryDatabase())
+        outputs.append(relax.VirtualMachine(executable, tvm.cpu())["main"](x).numpy())
+    assert outputs[0].shape == (1, 10)
+    np.testing.assert_allclose(outputs[1], outputs[0], rtol=1e-5, atol=1e-5)
