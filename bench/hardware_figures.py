@@ -8,8 +8,10 @@ A comparison of speeds, so a bench and not a test: it holds on a quiet machine o
 CPU-bound process on a 2-core VM the TVM peak read 161 GFLOPS against the loop's 136, and the
 cache bandwidth 270 against 550 GB/s, round after round (the two sides time windows of
 different lengths, which another process's time slices hit differently). What stays in the
-tests is what holds on any machine: the roofline arithmetic and that a kernel above the peak
-raises it (tests/tuning/test_bandwidth.py, tests/worker/test_peak_floor.py).
+tests is what holds on any machine: the roofline arithmetic, that a kernel above the peak leaves
+it as measured, and that figures measured beside busy cores are not trusted
+(tests/tuning/test_bandwidth.py, tests/worker/test_peak_floor.py,
+tests/tuning/test_interference.py).
 
 Rounds are interleaved (a slow moment of the machine hits both sides) and measured while the
 best of both sides disagree, at least two, up to ``--rounds``. Prints every figure; exits 1 when

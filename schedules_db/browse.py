@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, NamedTuple, TypeVar
 
-from sqlalchemy import ColumnElement, Select, String, bindparam, cast, func, select
+from sqlalchemy import ColumnElement, Select, String, bindparam, case, cast, func, select
 
 from schedules_db.joins import connect, labelled_columns, split_rows
 from schedules_db.lookups import JobParts, ScheduleParts
@@ -28,6 +28,7 @@ from schedules_db.tables import (
     WorkloadRow,
 )
 from schedules_db.values import (
+    QUIET_CORES,
     Artifact,
     Job,
     JobState,
@@ -45,7 +46,8 @@ SCHEDULE_SORTS: dict[str, Any] = {
     "gflops": _GFLOPS,
     "latency": ScheduleRow.latency_us,
     "speedup": ScheduleRow.untuned_latency_us / ScheduleRow.latency_us,
-    "peak": _GFLOPS / TargetRow.peak_gflops,
+    # Only a peak measured on a quiet machine (`values.is_quiet`): the others sort last.
+    "peak": case((TargetRow.peak_interference <= QUIET_CORES, _GFLOPS / TargetRow.peak_gflops)),
     "trials": ScheduleRow.trials,
     "id": ScheduleRow.id,
 }

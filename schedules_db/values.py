@@ -33,6 +33,18 @@ class JobState(str, enum.Enum):
 
 FINAL_STATES = (JobState.SUCCEEDED.value, JobState.FAILED.value, JobState.CANCELLED.value)
 
+QUIET_CORES = 0.1
+"""A target's peak or bandwidth measured while other processes took at most this many cores'
+worth of the cores its kernels need (`tuning.hardware.interference`) is trusted; one measured
+under more load is shown with its load, but no roofline is derived from it (it would call a
+slower kernel 100% of its roofline and stop its search). Idle machines measure 0.00-0.02 here;
+a second busy process beside a 2-core measurement, about 0.7."""
+
+
+def is_quiet(interference: float | None) -> bool:
+    """Whether a figure measured under ``interference`` (None: not known) is trusted."""
+    return interference is not None and interference <= QUIET_CORES
+
 
 class RowValue(Protocol):
     """Any of the dataclasses below (what `value_of` fills)."""
@@ -79,6 +91,16 @@ class Target:
     llc_bytes: int | None
     peak_interference: float | None
     bandwidth_interference: float | None
+
+    @property
+    def peak_trusted(self) -> bool:
+        """Whether the peak was measured on a quiet machine (`is_quiet`)."""
+        return is_quiet(self.peak_interference)
+
+    @property
+    def bandwidth_trusted(self) -> bool:
+        """Whether the bandwidth was measured on a quiet machine (`is_quiet`)."""
+        return is_quiet(self.bandwidth_interference)
 
 
 @dataclass(frozen=True)

@@ -35,11 +35,12 @@ from tests.import_graph import (  # noqa: E402
 # client imports that one module of `tuning` (TVM only), never a copy of it.
 PIPELINE = "tuning.models.pipeline"
 FAST_MATH = "tuning.models.fast_math"  # the pipeline's rewrite of exp, erf, tanh, GELU: TVM only
+BLOCKED = "tuning.models.blocked_layout"  # the pipeline's blocked channel layout: TVM only
 # What a process checks before it loads a library or replays a trace (the worker and a build
 # alike): standard library only, so the light client runs the same checks.
 CHECKS = ("tuning.checks.library_check", "tuning.checks.trace_gate")
 LIGHT = (
-    "httpx", "tvm", "tvm_ffi", "schedule_reads", "service.client", PIPELINE, FAST_MATH,
+    "httpx", "tvm", "tvm_ffi", "schedule_reads", "service.client", PIPELINE, FAST_MATH, BLOCKED,
     "tuning.ir", *CHECKS
 )  # fmt: skip
 # The command-line entry modules start either side of the service; at module level they stay
@@ -154,9 +155,10 @@ RULES = (
     Rule(
         PIPELINE,
         "the shared model pipeline: TVM only",
-        only=("tvm", "tvm_ffi", "tuning.ir", FAST_MATH),
+        only=("tvm", "tvm_ffi", "tuning.ir", FAST_MATH, BLOCKED),
     ),
     Rule(FAST_MATH, "the pipeline's fast math: TVM only", only=("tvm",)),
+    Rule(BLOCKED, "the pipeline's blocked layout: TVM only", only=("tvm",)),
     Rule(
         "tuning.ir", "IR helpers: TVM only (the light client imports them)", only=("tvm", "tvm_ffi")
     ),

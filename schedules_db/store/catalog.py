@@ -26,7 +26,7 @@ from schedules_db.tables import (
     TargetRow,
     WorkloadRow,
 )
-from schedules_db.values import CATALOG, USER, Target, Workload, value_of
+from schedules_db.values import CATALOG, USER, Target, Workload, is_quiet, value_of
 
 
 class CatalogRows(Aggregate):
@@ -68,19 +68,18 @@ class CatalogRows(Aggregate):
                 row = s.scalar(select(TargetRow).where(TargetRow.label == key_or_label))
             return None if row is None else value_of(Target, row)
 
-    def set_peak(
-        self, target_id: int, gflops: float, *, interference: float | None, quiet_at_most: float
-    ) -> bool:
+    def set_peak(self, target_id: int, gflops: float, *, interference: float | None) -> bool:
         """Record the fp32 FMA peak a worker of this target measured, with ``interference``,
-        the share of the cores' time other processes took meanwhile (None: not known). A
-        measurement with at most ``quiet_at_most`` of it is quiet: the best quiet one is kept
-        (a busy core only ever lowers a peak). One under load is kept only while no quiet one
-        exists and no other was measured under less load. True when the row changed."""
+        the cores' worth of other work its cores saw meanwhile (None: not known). A quiet
+        measurement (`is_quiet`) is trusted: the best quiet one is kept (a busy core only ever
+        lowers a peak). One under load is kept only while no quiet one exists and no other was
+        measured under less load. The row is locked while it is compared (two workers measuring
+        at once). True when it changed."""
         with self._session() as s:
-            row = s.get(TargetRow, target_id)
+            row = s.scalar(select(TargetRow).where(TargetRow.id == target_id).with_for_update())
             if row is None:
                 return False
-            keep = _kept(row.peak_interference, interference, quiet_at_most)
+            keep = _kept(row.peak_interference, interference)
             if keep == "skip" or (keep == "best" and (row.peak_gflops or 0.0) >= gflops):
                 return False
             row.peak_gflops, row.peak_interference = gflops, interference
@@ -96,17 +95,17 @@ class CatalogRows(Aggregate):
         llc_bytes: int | None = None,
         *,
         interference: float | None,
-        quiet_at_most: float,
     ) -> bool:
         """Record the bandwidth a worker of this target measured (GB/s): in the cores' caches
         (up to ``cache_bytes`` in all), in the shared last-level cache (up to ``llc_bytes``;
         None where the machine has none) and in memory, kept as `set_peak` keeps a peak: of two
-        quiet measurements, each level's best. True when the row changed."""
+        quiet measurements, each level's best (the sizes are the machine's: the latest). True
+        when the row changed."""
         with self._session() as s:
-            row = s.get(TargetRow, target_id)
+            row = s.scalar(select(TargetRow).where(TargetRow.id == target_id).with_for_update())
             if row is None:
                 return False
-            keep = _kept(row.bandwidth_interference, interference, quiet_at_most)
+            keep = _kept(row.bandwidth_interference, interference)
             if keep == "skip":
                 return False
             if keep == "best":
@@ -114,10 +113,14 @@ class CatalogRows(Aggregate):
                 memory_gbps = max(memory_gbps, row.memory_gbps or 0.0)
                 if llc_gbps is not None and row.llc_gbps is not None:
                     llc_gbps = max(llc_gbps, row.llc_gbps)
-            row.cache_gbps, row.memory_gbps = cache_gbps, memory_gbps
-            row.cache_bytes = cache_bytes
-            row.llc_gbps, row.llc_bytes = llc_gbps, llc_bytes
-            row.bandwidth_interference = interference
+                interference = row.bandwidth_interference
+            new = (cache_gbps, memory_gbps, cache_bytes, llc_gbps, llc_bytes, interference)
+            old = (row.cache_gbps, row.memory_gbps, row.cache_bytes, row.llc_gbps, row.llc_bytes,
+                   row.bandwidth_interference)  # fmt: skip
+            if new == old:
+                return False
+            (row.cache_gbps, row.memory_gbps, row.cache_bytes, row.llc_gbps, row.llc_bytes,
+             row.bandwidth_interference) = new  # fmt: skip
             return True
 
     def set_bytes_moved(self, workload_id: int, nbytes: int) -> None:
@@ -199,16 +202,12 @@ class CatalogRows(Aggregate):
             return [value_of(Workload, row) for row in s.scalars(query)]
 
 
-def _kept(
-    old: float | None, new: float | None, quiet_at_most: float
-) -> Literal["replace", "best", "skip"]:
+def _kept(old: float | None, new: float | None) -> Literal["replace", "best", "skip"]:
     """How a figure measured under ``new`` interference meets the one kept, measured under
     ``old`` (None: not known, or none kept): it replaces it, the better of the two is kept
     (both quiet), or it is dropped (measured under more load than the one kept)."""
-    new_quiet = new is not None and new <= quiet_at_most
-    old_quiet = old is not None and old <= quiet_at_most
-    if new_quiet:
-        return "best" if old_quiet else "replace"
-    if old_quiet or (old is not None and (new is None or new >= old)):
+    if is_quiet(new):
+        return "best" if is_quiet(old) else "replace"
+    if is_quiet(old) or (old is not None and (new is None or new >= old)):
         return "skip"
     return "replace"

@@ -19,7 +19,7 @@ from service.shared.queue import make_celery, queue_name
 from service.shared.settings import Settings
 from service.worker.consumer import register_consumer
 from service.worker.execution import WorkerContext
-from service.worker.figures import FiguresKeeper, measure_peaks
+from service.worker.figures import FiguresKeeper
 from tuning.hardware.host import current_tvm_series, host_fingerprint
 from tuning.hardware.intrinsics import load_tensor_intrinsics
 from tuning.hardware.threads import pin_runtime_threads, target_threads
@@ -90,8 +90,10 @@ def run_worker(
         log.info("CPU kernels may use up to %d threads", pin_runtime_threads(max(threads)))
     loaded = load_tensor_intrinsics(canonicals)
     log.info("tensor intrinsics registered: %s", ", ".join(loaded))
-    if rpc is None:  # an RPC worker's kernels run on the device, not on this machine
-        machine = {**machine, "peak_gflops": measure_peaks(store, target_ids, canonicals)}
+    # An RPC worker's kernels run on the device, not on this machine: it measures nothing here.
+    figures = FiguresKeeper(store) if rpc is None else None
+    if figures is not None:
+        machine = {**machine, "peak_gflops": figures.measure_all(target_ids, canonicals)}
     node = name or f"tunehub-{uuid.uuid4().hex[:8]}@{socket.gethostname()}"
     context = WorkerContext(
         store=store,
@@ -105,7 +107,7 @@ def run_worker(
         seed=settings.seed,
         target_ids=tuple(target_ids),
         rpc=rpc,
-        figures=FiguresKeeper(store) if rpc is None else None,
+        figures=figures,
     )
     store.fleet.register(
         node, socket.gethostname(), os.getpid(), target_ids, machine, rpc.as_json() if rpc else None

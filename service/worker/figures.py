@@ -13,14 +13,14 @@ target whose kept figures are not quiet, the worker measures them again (`Figure
 from __future__ import annotations
 
 import logging
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from schedules_db.store import Store
-from schedules_db.values import Target
+from schedules_db.values import Target, is_quiet
 from tuning.hardware.figures import Figures, measure_figures
-from tuning.hardware.roofline import QUIET_SHARE, is_quiet
 
 log = logging.getLogger("tunehub.worker")
 
@@ -28,12 +28,7 @@ log = logging.getLogger("tunehub.worker")
 def record_figures(store: Store, target_id: int, figures: Figures) -> None:
     """Offer ``figures`` to the store, which keeps what it trusts most (see the module)."""
     bandwidth = figures.bandwidth
-    store.catalog.set_peak(
-        target_id,
-        figures.peak_gflops,
-        interference=figures.peak_interference,
-        quiet_at_most=QUIET_SHARE,
-    )
+    store.catalog.set_peak(target_id, figures.peak_gflops, interference=figures.peak_interference)
     store.catalog.set_bandwidth(
         target_id,
         bandwidth.cache_gbps,
@@ -42,7 +37,6 @@ def record_figures(store: Store, target_id: int, figures: Figures) -> None:
         bandwidth.llc_gbps,
         bandwidth.llc_bytes,
         interference=figures.bandwidth_interference,
-        quiet_at_most=QUIET_SHARE,
     )
     log.info("target %s: fp32 FMA peak %.0f GFLOPS; bandwidth %.0f GB/s in cache (%d KiB), "
              "%s, %.0f GB/s in memory; %s", target_id, figures.peak_gflops,
@@ -54,54 +48,59 @@ def record_figures(store: Store, target_id: int, figures: Figures) -> None:
 
 def _load_words(figures: Figures) -> str:
     """How busy the machine was, for the log."""
-    if figures.quiet:
+    if is_quiet(figures.peak_interference) and is_quiet(figures.bandwidth_interference):
         return "measured on a quiet machine"
-    return (f"measured under load (other processes took {_share(figures.peak_interference)} "
-            f"and {_share(figures.bandwidth_interference)} of the cores): not trusted, "
-            "measured again before the next job")  # fmt: skip
+    return (f"measured under load ({_cores(figures.peak_interference)} and "
+            f"{_cores(figures.bandwidth_interference)} of other work on the cores they need): "
+            "not trusted, measured again before the next job")  # fmt: skip
 
 
-def _share(value: float | None) -> str:
-    return "an unknown share" if value is None else f"{value:.0%}"
-
-
-def measure_peaks(
-    store: Store, target_ids: list[int], canonicals: list[dict[str, Any]]
-) -> dict[str, float]:
-    """Measure each CPU target's figures on this machine (a few seconds each) and offer them to
-    the store; returns {target id: GFLOPS measured} for the worker's fingerprint."""
-    found = {}
-    for target_id, canonical in zip(target_ids, canonicals, strict=True):
-        figures = measure_figures(canonical)
-        if figures is not None:
-            record_figures(store, target_id, figures)
-            found[str(target_id)] = round(figures.peak_gflops, 1)
-    return found
+def _cores(value: float | None) -> str:
+    return "an unknown amount" if value is None else f"{value:.2f} cores"
 
 
 @dataclass
 class FiguresKeeper:
-    """Measures a target's figures again before a job while the store holds none measured on a
-    quiet machine; at most once per ``every_s`` per target (a machine that stays busy costs a
+    """Measures CPU targets' figures and offers them to the store: at a worker's start
+    (`measure_all`), and again before a job (`refresh`) while the store holds none measured on
+    a quiet machine, at most once per ``every_s`` per target (a machine that stays busy costs a
     job a few seconds, not every job)."""
 
     store: Store
     every_s: float = 60.0
     _last: dict[int, float] = field(default_factory=dict)
 
+    def measure_all(
+        self, target_ids: list[int], canonicals: list[dict[str, Any]]
+    ) -> dict[str, float]:
+        """Measure each CPU target's figures on this machine (a few seconds each) and offer
+        them to the store; {target id: GFLOPS measured} for the worker's fingerprint."""
+        found = {}
+        for target_id, canonical in zip(target_ids, canonicals, strict=True):
+            figures = self._measure(target_id, canonical)
+            if figures is not None:
+                found[str(target_id)] = round(figures.peak_gflops, 1)
+        return found
+
     def refresh(self, target: Target, canonical: dict[str, Any]) -> Target:
         """``target`` as the store holds it after measuring it again if its figures are not
-        trusted (`is_quiet`) and it is time; unchanged otherwise."""
-        if canonical.get("kind") != "llvm":
+        trusted and it is time; unchanged otherwise, and when measuring fails (logged: a job
+        never fails for it, it only searches without a roofline)."""
+        if canonical.get("kind") != "llvm" or (target.peak_trusted and target.bandwidth_trusted):
             return target
-        if is_quiet(target.peak_interference) and is_quiet(target.bandwidth_interference):
+        if time.monotonic() - self._last.get(target.id, -math.inf) < self.every_s:
             return target
-        now = time.monotonic()
-        if now - self._last.get(target.id, -self.every_s) < self.every_s:
+        try:
+            if self._measure(target.id, canonical) is None:
+                return target
+        except Exception:  # noqa: BLE001 - see above
+            log.exception("target %s: measuring its figures again failed", target.id)
             return target
-        self._last[target.id] = now
-        figures = measure_figures(canonical)
-        if figures is None:
-            return target
-        record_figures(self.store, target.id, figures)
         return self.store.catalog.get_target(target.id) or target
+
+    def _measure(self, target_id: int, canonical: dict[str, Any]) -> Figures | None:
+        self._last[target_id] = time.monotonic()
+        figures = measure_figures(canonical)
+        if figures is not None:
+            record_figures(self.store, target_id, figures)
+        return figures

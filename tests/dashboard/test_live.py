@@ -11,9 +11,9 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
+from schedules_db.values import is_quiet
 from tests.dashboard.conftest import open_tab
 from tests.e2e.helpers import start_serve, stop, unreachable_target_figures
-from tuning.hardware.roofline import is_quiet
 
 pytestmark = pytest.mark.e2e
 TRIALS = 12  # three batches of 4: the curve grows three times

@@ -5,9 +5,8 @@ from __future__ import annotations
 from schedules_db.store import Store
 from schedules_db.values import Target, Workload
 
-QUIET = 0.1  # what the worker passes (tuning.hardware.roofline.QUIET_SHARE)
-LOADED = {"interference": 0.6, "quiet_at_most": QUIET}
-LESS_LOADED = {"interference": 0.3, "quiet_at_most": QUIET}
+LOADED = {"interference": 0.6}  # cores' worth of other work (QUIET_CORES: 0.1)
+LESS_LOADED = {"interference": 0.3}
 
 
 def test_targets_and_workloads_are_created_once(store: Store) -> None:
@@ -74,8 +73,7 @@ def test_the_best_quiet_figure_is_kept_and_a_loaded_one_never_replaces_it(store:
     target = store.catalog.get_or_create_target({"kind": "llvm", "mcpu": "q"}, "llvm", "q", {})
 
     def peak(gflops: float, interference: float | None) -> tuple[bool, float | None, float | None]:
-        changed = store.catalog.set_peak(target.id, gflops, interference=interference,
-                                         quiet_at_most=QUIET)  # fmt: skip
+        changed = store.catalog.set_peak(target.id, gflops, interference=interference)
         got = store.catalog.get_target(target.id)
         return changed, got.peak_gflops, got.peak_interference
 
@@ -83,18 +81,23 @@ def test_the_best_quiet_figure_is_kept_and_a_loaded_one_never_replaces_it(store:
     assert peak(300.0, 0.7) == (False, 377.0, 0.45)  # under more load: dropped
     assert peak(390.0, None) == (False, 377.0, 0.45)  # load unknown: no better than known
     assert peak(410.0, 0.2) == (True, 410.0, 0.2)  # under less load
+    assert not store.catalog.get_target(target.id).peak_trusted
     assert peak(440.0, 0.02) == (True, 440.0, 0.02)  # quiet: trusted from now on
+    assert store.catalog.get_target(target.id).peak_trusted
     assert peak(451.0, 0.01) == (True, 451.0, 0.01)  # a better quiet one
     assert peak(430.0, 0.0) == (False, 451.0, 0.01)  # a worse quiet one: the best stays
     assert peak(900.0, 0.5) == (False, 451.0, 0.01)  # anything under load, even higher
 
     assert store.catalog.set_bandwidth(target.id, 400.0, 20.0, 1 << 20, 90.0, 8 << 20,
-                                       interference=0.0, quiet_at_most=QUIET)  # fmt: skip
+                                       interference=0.0)  # fmt: skip
     assert store.catalog.set_bandwidth(target.id, 380.0, 25.0, 1 << 20, 95.0, 8 << 20,
-                                       interference=0.05, quiet_at_most=QUIET)  # fmt: skip
+                                       interference=0.05)  # fmt: skip
     got = store.catalog.get_target(target.id)  # each level's best of the quiet ones
     assert (got.cache_gbps, got.memory_gbps, got.llc_gbps) == (400.0, 25.0, 95.0)
+    assert got.bandwidth_trusted
+    assert not store.catalog.set_bandwidth(target.id, 300.0, 20.0, 1 << 20, 90.0, 8 << 20,
+                                           interference=0.0)  # fmt: skip  # no better: no change
     assert not store.catalog.set_bandwidth(target.id, 900.0, 90.0, 1 << 20,
-                                           interference=0.4, quiet_at_most=QUIET)  # fmt: skip
+                                           interference=0.4)  # fmt: skip
     assert store.catalog.get_target(target.id).cache_gbps == 400.0
-    assert not store.catalog.set_peak(10**6, 1.0, interference=0.0, quiet_at_most=QUIET)
+    assert not store.catalog.set_peak(10**6, 1.0, interference=0.0)

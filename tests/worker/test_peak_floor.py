@@ -13,7 +13,6 @@ from service.worker.execution import WorkerContext, run_job
 from tests.conftest import TINY, host_store
 from tuning.catalog import get_operator
 from tuning.catalog.workload import catalog_workload
-from tuning.hardware.roofline import QUIET_SHARE
 
 
 def test_a_kernel_above_the_measured_peak_leaves_it_and_shows_at_most_100(
@@ -21,7 +20,7 @@ def test_a_kernel_above_the_measured_peak_leaves_it_and_shows_at_most_100(
 ) -> None:
     engine, store, row = host_store(tmp_path)
     # Far below anything a kernel reaches, as if measured on a quiet machine.
-    store.catalog.set_peak(row.id, 0.001, interference=0.0, quiet_at_most=QUIET_SHARE)
+    store.catalog.set_peak(row.id, 0.001, interference=0.0)
     spec = catalog_workload("matmul", get_operator("matmul").Params(**TINY))
     workload = store.catalog.get_or_create_workload(
         spec.shash, spec.mod_json, "matmul", spec.params, spec.flop

@@ -19,7 +19,6 @@ from service.worker.execution import WorkerContext, run_job
 from tests.conftest import TINY, host_store
 from tuning.catalog import get_operator
 from tuning.catalog.workload import catalog_workload
-from tuning.hardware.roofline import QUIET_SHARE
 from tuning.ir import bytes_moved
 
 
@@ -28,7 +27,7 @@ def _setup(
 ) -> tuple[Store, WorkerContext, int, int, Any]:
     engine, store, row = host_store(tmp_path)
     if figures:  # a roofline far above what any kernel takes: every kernel is at it
-        load = {"interference": interference, "quiet_at_most": QUIET_SHARE}
+        load = {"interference": interference}
         store.catalog.set_peak(row.id, 1e-6, **load)
         store.catalog.set_bandwidth(row.id, 1e-6, 1e-6, 1 << 20, **load)
     spec = catalog_workload("matmul", get_operator("matmul").Params(**TINY))

@@ -1,12 +1,13 @@
-"""How busy other processes kept this process's cores while it measured something.
+"""How much other work shared this process's cores while it measured something.
 
 A peak or a bandwidth measured while another process holds a core is too low (TVM's pool waits
 for its slowest thread: a worker started beside a client importing PyTorch measured 377 GFLOPS
 where the C FMA loop gives 451), and a roofline from it calls an 84% kernel 100% and stops its
 search. So every figure is measured inside `Interference`, which reads the kernel's accounting
-(/proc/stat for the cores this process may run on, /proc/self/stat for its own time, all its
-threads) before and after, and tells what share of those cores' time went to anything else
-(other processes, the hypervisor's steal). Linux only; elsewhere the share is unknown (None),
+(/proc/stat for the CPUs this process may run on, /proc/self/stat for its own time, all its
+threads) before and after: the other work (other processes, the hypervisor's steal) in cores'
+worth, less the CPUs the measurement leaves free (a 2-thread measurement on 16 CPUs is not
+slowed by one busy process; on 2 CPUs it is). Linux only; elsewhere it is unknown (None),
 which no caller trusts. Standard library only.
 """
 
@@ -51,22 +52,29 @@ def read_ticks() -> CpuTicks | None:
     return CpuTicks(busy, total, own) if total else None
 
 
-def others_share(before: CpuTicks | None, after: CpuTicks | None) -> float | None:
-    """The share, in [0, 1], of the cores' time between ``before`` and ``after`` that went to
-    anything but this process; None when either is unknown or no tick passed."""
-    if before is None or after is None or after.total <= before.total:
+def others_cores(
+    before: CpuTicks | None, after: CpuTicks | None, cpus: int, threads: int
+) -> float | None:
+    """The cores' worth of work other than this process's between ``before`` and ``after`` on
+    ``cpus`` CPUs, beyond the ``cpus - threads`` a ``threads``-thread measurement leaves free
+    (0: none of it can have slowed the measurement); None when either is unknown or no tick
+    passed."""
+    if before is None or after is None or after.total <= before.total or cpus < 1:
         return None
-    others = (after.busy - before.busy) - (after.own - before.own)
-    return min(1.0, max(0.0, others / (after.total - before.total)))
+    others = max(0, (after.busy - before.busy) - (after.own - before.own))
+    cores = others / ((after.total - before.total) / cpus)
+    return max(0.0, cores - max(0, cpus - threads))
 
 
 class Interference:
-    """``with Interference() as load: ...``; then ``load.share`` is `others_share` over the
-    block (None while it runs, or where it is unknown)."""
+    """``with Interference(threads) as load: ...``; then ``load.cores`` is `others_cores` over
+    the block for a measurement on ``threads`` threads (None while it runs, or where it is
+    unknown)."""
 
-    def __init__(self) -> None:
+    def __init__(self, threads: int) -> None:
+        self.threads = threads
         self._before: CpuTicks | None = None
-        self.share: float | None = None
+        self.cores: float | None = None
 
     def __enter__(self) -> Interference:
         self._before = read_ticks()
@@ -78,4 +86,5 @@ class Interference:
         error: BaseException | None,
         trace: TracebackType | None,
     ) -> None:
-        self.share = others_share(self._before, read_ticks())
+        cpus = len(os.sched_getaffinity(0))
+        self.cores = others_cores(self._before, read_ticks(), cpus, self.threads)

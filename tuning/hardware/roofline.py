@@ -13,18 +13,6 @@ AT_ROOFLINE = 0.85
 """A kernel at this share of its roofline or more is at the roofline: its search stops early
 (the issue's bar for compute-bound layers; what a hand-written BLAS reaches)."""
 
-QUIET_SHARE = 0.1
-"""A figure measured while other processes took at most this share of the measured cores' time
-(`tuning.hardware.interference`) is trusted; one measured under more load is shown with its
-load, but no roofline is derived from it: it would call a slower kernel 100% of its roofline
-and stop its search. Idle machines measure 0.00-0.02 here; a second process on one of two
-cores, about 0.5."""
-
-
-def is_quiet(interference: float | None) -> bool:
-    """Whether a figure measured under ``interference`` (None: not known) is trusted."""
-    return interference is not None and interference <= QUIET_SHARE
-
 
 @dataclass(frozen=True)
 class Bandwidth:
@@ -52,8 +40,8 @@ class Bandwidth:
     @classmethod
     def of(cls, target: MeasuredTarget, trusted: bool = False) -> Bandwidth | None:
         """The bandwidth a worker of ``target`` measured, or None while none did (with
-        ``trusted``: none on a quiet machine, `is_quiet`)."""
-        if trusted and not is_quiet(target.bandwidth_interference):
+        ``trusted``: none on a quiet machine)."""
+        if trusted and not target.bandwidth_trusted:
             return None
         if target.cache_gbps and target.memory_gbps and target.cache_bytes:
             return cls(target.cache_gbps, target.memory_gbps, target.cache_bytes,
@@ -77,15 +65,18 @@ class MeasuredTarget(Protocol):
     @property
     def llc_bytes(self) -> int | None: ...
     @property
-    def peak_interference(self) -> float | None: ...
+    def peak_trusted(self) -> bool:
+        """Whether the peak was measured on a quiet machine (`tuning.hardware.interference`)."""
+
     @property
-    def bandwidth_interference(self) -> float | None: ...
+    def bandwidth_trusted(self) -> bool:
+        """Whether the bandwidth was."""
 
 
 def trusted_peak(target: MeasuredTarget) -> float | None:
-    """The target's measured peak if it was measured on a quiet machine (`is_quiet`), else
-    None: no share of a peak measured under load is published."""
-    return target.peak_gflops if is_quiet(target.peak_interference) else None
+    """The target's measured peak if it was measured on a quiet machine, else None: nothing
+    is derived from a peak measured under load."""
+    return target.peak_gflops if target.peak_trusted else None
 
 
 def roofline_seconds(
@@ -104,14 +95,10 @@ def roofline_seconds(
 
 def roofline_us(flop: float, nbytes: float | None, target: MeasuredTarget) -> float | None:
     """`roofline_seconds` in microseconds, from the figures ``target``'s workers measured on a
-    quiet machine; None while a figure it needs was measured only under load (a roofline from
-    it would be too long: a search would stop short of it, a kernel show closer than it is)."""
-    loaded_peak = target.peak_gflops is not None and trusted_peak(target) is None
-    bandwidth = Bandwidth.of(target)
-    loaded_bandwidth = bandwidth is not None and Bandwidth.of(target, trusted=True) is None
-    if (loaded_peak and flop > 0) or (loaded_bandwidth and nbytes):
-        return None
-    secs = roofline_seconds(flop, nbytes, trusted_peak(target), bandwidth)
+    quiet machine: one measured under load counts as not measured (a roofline from it would
+    be too long: a search would stop short of it, a kernel show closer than it is)."""
+    trusted = Bandwidth.of(target, trusted=True)
+    secs = roofline_seconds(flop, nbytes, trusted_peak(target), trusted)
     return None if secs is None else secs * 1e6
 
 
