@@ -6,13 +6,66 @@ the plain one does. Its tasks are workloads of their own: a layout never changes
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
-from tests.tuning.model_cases import tiny_cnn
+from tests.tuning.model_cases import _init, tiny_cnn
 from tuning.hardware.targets import resolve_target
 from tuning.ir import arg_specs, structural_hash
 from tuning.models.pipeline import compile_with, extract, tuning_pipeline
+
+
+def depthwise_cnn() -> Any:
+    """conv3x3(3->8), depthwise 3x3 (8 groups) + bias + ReLU, conv1x1(8->8), global pool on a
+    1x3x12x12 input "x": a MobileNet block in small."""
+    from onnx import TensorProto, helper
+
+    rng = np.random.default_rng(1)
+    inits = [_init(rng, "w1", 8, 3, 3, 3), _init(rng, "wd", 8, 1, 3, 3), _init(rng, "bd", 8),
+             _init(rng, "w2", 8, 8, 1, 1)]  # fmt: skip
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["c1", "wd", "bd"], ["d"], pads=[1, 1, 1, 1], group=8),
+        helper.make_node("Relu", ["d"], ["r"]),
+        helper.make_node("Conv", ["r", "w2"], ["c2"]),
+        helper.make_node("GlobalAveragePool", ["c2"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "dw",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 12, 12])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 1, 1])],
+        inits,
+    )  # fmt: skip
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _outputs(model: Any, shape: list[int], block: int) -> tuple[list[str], Any, Any]:
+    """(task names, plain output, blocked output) of ``model`` built untuned."""
+    import tvm
+    from tvm import relax
+    from tvm.relax.frontend.onnx import from_onnx
+    from tvm.s_tir import meta_schedule as ms
+
+    mod = from_onnx(model, shape_dict={"x": shape}, keep_params_in_input=False)
+    target = tvm.target.Target(resolve_target("host").canonical)
+    x = tvm.runtime.tensor(np.random.default_rng(0).standard_normal(shape).astype("f4"))
+    outputs = []
+    for b in (0, block):
+        executable = compile_with(tuning_pipeline(mod, target, block=b), target,
+                                  ms.database.MemoryDatabase())  # fmt: skip
+        outputs.append(relax.VirtualMachine(executable, tvm.cpu())["main"](x).numpy())
+    names = [t.name for t in extract(tuning_pipeline(mod, target, block=block), target)]
+    return names, outputs[0], outputs[1]
+
+
+def test_depthwise_convs_are_blocked_too() -> None:
+    names, plain, blocked = _outputs(depthwise_cnn(), [1, 3, 12, 12], block=4)
+    depthwise = [n for n in names if "depthwise_conv2d_NCHWc" in n]
+    assert len(depthwise) == 1 and "relu" in depthwise[0], names  # bias and ReLU fused in
+    assert any("conv2d_NCHWc" in n and "depthwise" not in n for n in names), names
+    np.testing.assert_allclose(blocked, plain, rtol=1e-5, atol=1e-5)
 
 
 @pytest.fixture(scope="module")

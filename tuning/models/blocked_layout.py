@@ -5,10 +5,12 @@ adds and activations in NCHW16c on AVX-512 and keeps that layout from one layer 
 the vector is a block of channels and every image size fills it (a 7x7 image is 49 columns: no
 whole vectors in NCHW). `to_blocked` does the same on a Relax module before legalisation:
 ``ConvertLayout`` rewrites every ``conv2d`` whose channels divide into ``block`` to ``NCHW{b}c``
-data and ``OIHW{b}i{b}o`` weights (elementwise ops, pools and reductions follow the layout they
-are given; a transform is inserted only where a consumer cannot take it, at the graph's edges),
-and `LEGALIZE` lowers such convs to TOPI's ``conv2d_NCHWc``, which the default legaliser
-refuses. The weights' transforms act on constants, so ``FoldConstant`` reorders them at compile.
+data and ``OIHW{b}i{b}o`` weights (``OIHW1i{b}o`` for a depthwise one; elementwise ops, pools
+and reductions follow the layout they are given; a transform is inserted only where a consumer
+cannot take it, at the graph's edges),
+and `LEGALIZE` lowers such convs to TOPI's ``conv2d_NCHWc`` (depthwise ones to
+`depthwise_nchwc`), which the default legaliser refuses. The weights' transforms act on
+constants, so ``FoldConstant`` reorders them at compile.
 
 Every function it produces is a workload of its own (its hash differs from the NCHW one's):
 schedules tuned in one layout never apply to the other.
@@ -19,29 +21,70 @@ from __future__ import annotations
 from typing import Any
 
 
-def blocked(block: int) -> dict[str, list[str]]:
-    """ConvertLayout's desired layouts for ``block``-channel blocks."""
-    return {"relax.nn.conv2d": [f"NCHW{block}c", f"OIHW{block}i{block}o"]}
+def layouts_for(call: Any, block: int) -> dict[str, list[str]]:
+    """The layouts ``ConvertLayout`` should give one call: a regular conv2d ``NCHW{block}c``
+    data and ``OIHW{block}i{block}o`` weights; a depthwise one (one group per channel, as
+    many out as in) ``OIHW1i{block}o`` weights; anything else no wish (ConvertLayout keeps a
+    conv whose channels do not divide into blocks as it is)."""
+    if getattr(call.op, "name", "") != "relax.nn.conv2d":
+        return {}
+    groups = int(call.attrs.groups)
+    if groups == 1:
+        return {"relax.nn.conv2d": [f"NCHW{block}c", f"OIHW{block}i{block}o"]}
+    channels = [int(d) for d in call.ty.shape.values][1]
+    weights = [int(d) for d in call.args[1].ty.shape.values]
+    if str(call.attrs.data_layout) == "NCHW" and groups == channels == weights[0]:
+        return {"relax.nn.conv2d": [f"NCHW{block}c", f"OIHW1i{block}o"]}
+    return {}
 
 
 def to_blocked(mod: Any, block: int) -> Any:
-    """``mod`` (a Relax module, before legalisation) with its regular convolutions in
-    ``NCHW{block}c`` (`blocked`), ready for ``LegalizeOps(LEGALIZE)``. Grouped and depthwise
-    convolutions and convs whose channels do not divide into ``block`` stay as they are."""
+    """``mod`` (a Relax module, before legalisation) with its regular and depthwise
+    convolutions in ``NCHW{block}c`` (`layouts_for`), ready for ``LegalizeOps(LEGALIZE)``."""
     from tvm import relax
 
-    mod = relax.transform.ConvertLayout(blocked(block))(mod)
+    mod = relax.transform.ConvertLayout({}, lambda call: layouts_for(call, block))(mod)
     return relax.transform.Normalize()(mod)
 
 
+def depthwise_nchwc(data: Any, kernel: Any, strides: Any, padding: Any, dilation: Any,
+                    out_dtype: str) -> Any:  # fmt: skip
+    """A depthwise convolution in NCHW[x]c: ``data`` [N, C/x, H, W, x], ``kernel``
+    [C/x, 1, KH, KW, 1, x] (TOPI's ``depthwise_conv2d_NCHWc`` only raises)."""
+    from tvm import te, topi
+
+    batch, chunks, height, width, lanes = (int(d) for d in data.shape)
+    kh, kw = int(kernel.shape[2]), int(kernel.shape[3])
+    (sh, sw), (dh, dw) = (int(v) for v in strides), (int(v) for v in dilation)
+    top, left, bottom, right = (int(v) for v in padding)
+    padded = topi.nn.pad(data, [0, 0, top, left, 0], [0, 0, bottom, right, 0], name="pad")
+    out_h = (height + top + bottom - dh * (kh - 1) - 1) // sh + 1
+    out_w = (width + left + right - dw * (kw - 1) - 1) // sw + 1
+    ry, rx = te.reduce_axis((0, kh), name="ry"), te.reduce_axis((0, kw), name="rx")
+    return te.compute(
+        (batch, chunks, out_h, out_w, lanes),
+        lambda n, c, y, x, v: te.sum(
+            padded[n, c, y * sh + ry * dh, x * sw + rx * dw, v].astype(out_dtype)
+            * kernel[c, 0, ry, rx, 0, v].astype(out_dtype),
+            axis=[ry, rx],
+        ),
+        name="depthwise_conv2d_NCHWc",
+    )
+
+
 def _conv2d_nchwc(bb: Any, call: Any) -> Any:
-    """A blocked ``relax.nn.conv2d`` lowered by TOPI's ``conv2d_NCHWc``; any other conv is
-    left for the default legaliser (the zero pipeline's ``LegalizeOps``)."""
+    """A blocked ``relax.nn.conv2d`` lowered by TOPI's ``conv2d_NCHWc`` (a depthwise one by
+    `depthwise_nchwc`); any other conv is left for the default legaliser (the zero pipeline's
+    ``LegalizeOps``)."""
     from tvm import topi
 
     attrs = call.attrs
-    if not str(attrs.data_layout).endswith("c") or int(attrs.groups) != 1:
+    if not str(attrs.data_layout).endswith("c"):
         return call
+    if int(attrs.groups) != 1:
+        return bb.call_te(depthwise_nchwc, call.args[0], call.args[1], attrs.strides,
+                          attrs.padding, attrs.dilation, str(call.ty.dtype),
+                          primfunc_name_hint="depthwise_conv2d_NCHWc")  # fmt: skip
     out_dtype = str(call.ty.dtype)  # the conv's output (its out_dtype, else its input's)
     return bb.call_te(
         topi.nn.conv2d_NCHWc,
