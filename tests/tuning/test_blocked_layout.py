@@ -18,17 +18,19 @@ from tuning.models.pipeline import compile_with, extract, tuning_pipeline
 
 
 def depthwise_cnn() -> Any:
-    """conv3x3(3->8), depthwise 3x3 (8 groups) + bias + ReLU, conv1x1(8->8), global pool on a
-    1x3x12x12 input "x": a MobileNet block in small."""
-    from onnx import TensorProto, helper
+    """conv3x3(3->8), depthwise 3x3 (8 groups) + bias + ReLU6, conv1x1(8->8), global pool on a
+    1x3x12x12 input "x": a MobileNet block in small, its ReLU6 a Clip with constant bounds as
+    torch.onnx.export writes it."""
+    from onnx import TensorProto, helper, numpy_helper
 
     rng = np.random.default_rng(1)
     inits = [_init(rng, "w1", 8, 3, 3, 3), _init(rng, "wd", 8, 1, 3, 3), _init(rng, "bd", 8),
-             _init(rng, "w2", 8, 8, 1, 1)]  # fmt: skip
+             _init(rng, "w2", 8, 8, 1, 1), numpy_helper.from_array(np.float32(0.0), "lo"),
+             numpy_helper.from_array(np.float32(6.0), "hi")]  # fmt: skip
     nodes = [
         helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
         helper.make_node("Conv", ["c1", "wd", "bd"], ["d"], pads=[1, 1, 1, 1], group=8),
-        helper.make_node("Relu", ["d"], ["r"]),
+        helper.make_node("Clip", ["d", "lo", "hi"], ["r"]),
         helper.make_node("Conv", ["r", "w2"], ["c2"]),
         helper.make_node("GlobalAveragePool", ["c2"], ["y"]),
     ]
@@ -63,7 +65,10 @@ def _outputs(model: Any, shape: list[int], block: int) -> tuple[list[str], Any, 
 def test_depthwise_convs_are_blocked_too() -> None:
     names, plain, blocked = _outputs(depthwise_cnn(), [1, 3, 12, 12], block=4)
     depthwise = [n for n in names if "depthwise_conv2d_NCHWc" in n]
-    assert len(depthwise) == 1 and "relu" in depthwise[0], names  # bias and ReLU fused in
+    # Bias and ReLU6 fused in: the importer's clip (an opaque call_tir) became Relax's
+    # maximum and minimum, which keep the blocked layout.
+    assert len(depthwise) == 1 and "maximum" in depthwise[0], names
+    assert not [n for n in names if n.startswith(("maximum", "fused_maximum"))], names
     assert any("conv2d_NCHWc" in n and "depthwise" not in n for n in names), names
     np.testing.assert_allclose(blocked, plain, rtol=1e-5, atol=1e-5)
 

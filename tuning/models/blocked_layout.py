@@ -43,8 +43,55 @@ def to_blocked(mod: Any, block: int) -> Any:
     convolutions in ``NCHW{block}c`` (`layouts_for`), ready for ``LegalizeOps(LEGALIZE)``."""
     from tvm import relax
 
+    mod = bounds_as_ops(mod)
     mod = relax.transform.ConvertLayout({}, lambda call: layouts_for(call, block))(mod)
     return relax.transform.Normalize()(mod)
+
+
+def bounds_as_ops(mod: Any) -> Any:
+    """``mod`` with each ``call_tir`` of an elementwise maximum or minimum against a scalar
+    constant (how the ONNX importer writes ``Clip``: a ReLU6) made the Relax op it computes:
+    ConvertLayout cannot see into a ``call_tir``, and would put every ReLU6 back in NCHW
+    between two transforms. A call is rewritten only when its function is structurally the
+    one TOPI's op builds for those operands."""
+    import tvm
+    import tvm_ffi
+    from tvm import relax, te, topi
+    from tvm.relax import expr_functor
+
+    # The importer guards each bound against NaN (where(isnan(b), inf, b)): folded first.
+    mod = relax.transform.FoldConstant()(mod)
+    call_tir = tvm.ir.Op.get("relax.call_tir")
+    ops = {"maximum": (topi.maximum, relax.op.maximum), "minimum": (topi.minimum, relax.op.minimum)}
+
+    def as_op(call: Any) -> Any:
+        if call.op != call_tir or len(call.args[1].fields) != 2:
+            return None
+        x, bound = call.args[1].fields
+        if not isinstance(bound, tvm.ir.expr.Constant) or len(bound.ty.shape.values) != 0:
+            return None
+        func = mod[call.args[0]]
+        shape = list(x.ty.shape.values)  # int64, as Relax writes shapes
+        for build, op in ops.values():
+            a = te.placeholder(shape, str(x.ty.dtype), "a")
+            b = te.placeholder((), str(bound.ty.dtype), "b")
+            expected = te.create_prim_func([a, b, build(a, b)])
+            if tvm_ffi.structural_equal(func, expected.without_attr("global_symbol")):
+                return op(x, bound)
+        return None
+
+    @expr_functor.mutator
+    class Rewriter(expr_functor.PyExprMutator):
+        def visit_call_(self, call: Any) -> Any:
+            call = super().visit_call_(call)
+            op = as_op(call)
+            return call if op is None else op
+
+    rewriter = Rewriter(mod)
+    for gvar, func in mod.functions_items():
+        if isinstance(func, relax.Function):
+            rewriter.builder_.update_func(gvar, rewriter.visit_expr(func))
+    return relax.transform.DeadCodeElimination()(rewriter.builder_.get())
 
 
 def depthwise_nchwc(data: Any, kernel: Any, strides: Any, padding: Any, dilation: Any,
