@@ -74,6 +74,8 @@ def main() -> int:
     parser.add_argument("--blocks", default="0,16", help="channel blocks to compare (0: NCHW)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--store", help="a folder to keep the store in (a rerun reuses its "
+                        "verified bests: cache hits; default: a temporary one)")  # fmt: skip
     args = parser.parse_args()
 
     import tvm
@@ -97,7 +99,9 @@ def main() -> int:
     blocks = [int(b) for b in args.blocks.split(",")]
     print(f"{args.model} on {target}, {threads} threads; 1-min load {os.getloadavg()[0]:.2f}")
 
-    with tempfile.TemporaryDirectory(prefix="tunehub-layout-ab-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="tunehub-layout-ab-") as scratch:
+        tmp = args.store or scratch
+        Path(tmp).mkdir(parents=True, exist_ok=True)
         engine = make_engine(f"sqlite:///{tmp}/store.db")
         upgrade_schema(engine)
         store = Store(engine)

@@ -313,6 +313,7 @@ class ModelJob:
     id: int
     name: str
     format: str
+    layout: str  # "plain" or "blocked" (tuning.models.blocked_layout)
     source_artifact_id: int
     inputs: list[dict[str, Any]]
     outputs: list[dict[str, Any]]

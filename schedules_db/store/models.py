@@ -66,6 +66,7 @@ class Models(Aggregate):
         submitted_by: str | None,
         tasks: list[NewModelTask],
         reserve_trials: int = 0,
+        layout: str = "plain",
     ) -> ModelJob:
         """Record a model (`tuning`) and its tasks in one transaction; ``reserve_trials`` of
         its ``trials`` are held back for a second round (`continue_tasks`)."""
@@ -73,6 +74,7 @@ class Models(Aggregate):
             row = ModelRow(
                 name=name,
                 format=fmt,
+                layout=layout,
                 source_artifact_id=source_artifact_id,
                 inputs=inputs,
                 outputs=outputs,

@@ -35,6 +35,10 @@ class ModelRow(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     name: Mapped[str] = mapped_column(String(128), nullable=False)
     format: Mapped[str] = mapped_column(String(16), nullable=False)  # "onnx" | "relax"
+    # "plain" (convs as written) or "blocked" (NCHW[x]c kept between layers): its tasks are
+    # those of that layout, and a build fetches them only in it.
+    layout: Mapped[str] = mapped_column(String(16), nullable=False, default="plain",
+                                        server_default="plain")  # fmt: skip
     source_artifact_id: Mapped[int] = mapped_column(ForeignKey("artifacts.id"), nullable=False)
     inputs: Mapped[list[dict[str, Any]]] = mapped_column(JSON, nullable=False)
     outputs: Mapped[list[dict[str, Any]]] = mapped_column(JSON, nullable=False)

@@ -68,6 +68,7 @@ def _model_request(body: ModelCreate) -> ModelRequest:
         inputs=[ModelInput(i.name, tuple(i.shape), i.dtype) for i in body.inputs],
         target=body.target,
         trials=body.trials,
+        layout=body.layout,
     )
 
 

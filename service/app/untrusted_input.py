@@ -113,12 +113,14 @@ def parsed_model(
     inputs: list[ModelInput],
     target: dict[str, Any],
     who: str,
+    layout: str = "plain",
 ) -> ParsedModel:
-    """The tasks of a model submitted by ``who``, parsed, fused and extracted in isolation and
-    re-derived in a second child; a 422 at ``source`` or ``inputs`` when it is refused."""
+    """The tasks of a model submitted by ``who``, parsed, fused (in ``layout``) and extracted
+    in isolation and re-derived in a second child; a 422 at ``source`` or ``inputs`` when it
+    is refused."""
     with isolated_parser(limits, who):
         try:
-            return parse_model(fmt, source, inputs, target)
+            return parse_model(fmt, source, inputs, target, layout)
         except ModelRejected as err:
             raise InvalidInput(("body", err.field), str(err), "invalid_model") from None
 

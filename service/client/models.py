@@ -28,9 +28,11 @@ def submit_model(
     trials: int,
     target: str | dict[str, Any] = "host",
     name: str | None = None,
+    layout: str = "plain",
 ) -> dict[str, Any]:
     """Submit the model in ``path`` (``inputs``: ``{"name", "shape", "dtype"}`` each) with a
-    total budget of ``trials``; the model as the server recorded it (its tasks' jobs queued)."""
+    total budget of ``trials``, its convolutions tuned in ``layout`` ("plain" or "blocked":
+    build it with the same); the model as the server recorded it (its tasks' jobs queued)."""
     path = Path(path)
     fmt = model_format(path)
     data = path.read_bytes()
@@ -48,6 +50,7 @@ def submit_model(
         "inputs": inputs,
         "target": target,
         "trials": trials,
+        "layout": layout,
     }
     # The server parses the model in two isolated children before it answers (up to 180 s
     # each): a shorter timeout would report a model that is being created as a failure.

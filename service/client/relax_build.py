@@ -29,6 +29,7 @@ def build(
     allow_neighbour: bool = False,
     tune_missing: bool = False,
     fast_math: bool = True,
+    layout: str = "plain",
 ) -> Any:
     """The Relax executable of ``mod`` (its ``main``; ``params`` bound as constants first)
     for ``target`` (a `tvm.target.Target` or its JSON), with the schedules tunehub tuned for
@@ -38,11 +39,13 @@ def build(
     (with ``tune_missing``, two more requests when tasks are missing: they are sent, then
     looked up again). ``fast_math``: exp, erf, tanh and softmax as the vectorising polynomials
     model jobs tune (`tuning.models.pipeline.tuning_pipeline`); false builds them exactly, and
-    the schedules tuned for those exact functions apply."""
+    the schedules tuned for those exact functions apply. ``layout``: the layout the model's
+    convolutions were tuned in (``"blocked"``: NCHW[x]c kept between layers, as a model job
+    submitted with that layout tunes them)."""
     target = target if isinstance(target, tvm.target.Target) else tvm.target.Target(target)
     if params:
         mod = tvm.relax.transform.BindParams("main", params)(mod)
-    fused = tuning_pipeline(mod, target, fast_math)
+    fused = tuning_pipeline(mod, target, fast_math, layout=layout)
     own = client is None
     client = client or TunehubClient(server)
     try:

@@ -263,3 +263,9 @@ class ModelCreate(BaseModel):
     trials: Annotated[int, Field(strict=True, ge=1)] = Field(
         description="the model's total budget, shared by its tasks (docs/model-jobs.md)"
     )
+    layout: Literal["plain", "blocked"] = Field(
+        default="plain",
+        description="'plain': convolutions as the model writes them (NCHW); 'blocked': in a "
+        "blocked channel layout kept between layers (NCHW16c on AVX-512), weights reordered at "
+        "compile. Its tasks are other workloads: a build fetches them with the same layout",
+    )

@@ -138,9 +138,8 @@ def _compile(store: Store, model: ModelJob, blobs: BlobStore, work_dir: Path) ->
     inputs = [ModelInput(i["name"], tuple(i["shape"]), i["dtype"]) for i in model.inputs]
     out_dir = work_dir / "out"
     out_dir.mkdir()
-    return compile_model(
-        model.format, source, inputs, json.loads(target.canonical_json), records, out_dir
-    )
+    return compile_model(model.format, source, inputs, json.loads(target.canonical_json),
+                         records, out_dir, layout=model.layout)  # fmt: skip
 
 
 @contextmanager

@@ -219,6 +219,79 @@ def test_a_build_applies_the_tuned_tasks_with_two_requests(
     np.testing.assert_allclose(tuned_out, _onnx_output(model, x), rtol=1e-4, atol=1e-5)
 
 
+def _blocked_cnn() -> Any:
+    """conv3x3(3->16)+ReLU, conv3x3(16->16)+bias+residual+ReLU, global pool, dense(16->10) on
+    the 1x3x16x16 input "x": channels that divide into any vector's blocks (4, 8 or 16)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(3)
+
+    def init(name: str, *shape: int) -> Any:
+        return numpy_helper.from_array((rng.standard_normal(shape) * 0.3).astype("f4"), name)
+
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1]),
+        helper.make_node("Add", ["c2", "r1"], ["s"]),
+        helper.make_node("Relu", ["s"], ["r2"]),
+        helper.make_node("GlobalAveragePool", ["r2"], ["p"]),
+        helper.make_node("Flatten", ["p"], ["f"]),
+        helper.make_node("Gemm", ["f", "w3", "b3"], ["y"], transB=1),
+    ]
+    inits = [init("w1", 16, 3, 3, 3), init("w2", 16, 16, 3, 3), init("b2", 16),
+             init("w3", 10, 16), init("b3", 10)]  # fmt: skip
+    graph = helper.make_graph(
+        nodes, "blocked",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])], inits,
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(model)
+    return model
+
+
+def test_a_blocked_model_is_tuned_in_its_layout_and_built_with_it(service: Service) -> None:
+    """Issue 38: ``layout: blocked`` tunes the convolutions in NCHW[x]c (other workloads than
+    the plain layout's), compiles the model with them, and `build(..., layout="blocked")`
+    fetches the same tasks; every output equals onnxruntime's."""
+    import tvm
+    from tvm import relax
+    from tvm.relax.frontend.onnx import from_onnx
+
+    model = _blocked_cnn()
+    created = service.client.post("/api/v1/models", json=_body(model, trials=12,
+                                                                 layout="blocked"))  # fmt: skip
+    assert created.status_code == 201, created.text
+    body = created.json()
+    assert body["layout"] == "blocked"
+    names = {t["name"] for t in body["tasks"]}
+    assert any("conv2d_NCHWc" in n and "add" in n and "relu" in n for n in names), names
+    outcomes = service.run_worker("pytest-blocked")
+    assert outcomes and set(outcomes) == {"succeeded"}, outcomes
+    done = service.client.get(f"/api/v1/models/{body['id']}").json()
+    assert done["state"] == "succeeded" and done["layout"] == "blocked", done
+    assert done["result"]["tasks_applied"] >= 1
+
+    x = np.random.default_rng(4).standard_normal((1, 3, 16, 16)).astype("float32")
+    expected = _onnx_output(model, x)
+    compiled = service.client.get(f"/api/v1/models/{body['id']}/artifact")
+    path = service.data_dir / "blocked-model.so"
+    path.write_bytes(compiled.content)
+    np.testing.assert_allclose(_run_compiled(path, x), expected, rtol=1e-4, atol=1e-5)
+
+    mod = from_onnx(model, shape_dict={"x": INPUT[0]["shape"]})
+    target = tvm.target.Target(resolve_target("host").canonical)
+    with TunehubClient(service.url) as client:
+        blocked = tuning_pipeline(mod, target, layout="blocked")
+        assert TunehubDatabase(client, target).prefetch(blocked) == done["result"]["tasks_applied"]
+        assert TunehubDatabase(client, target).prefetch(tuning_pipeline(mod, target)) == 0
+        executable = build(mod, target, client=client, layout="blocked")
+    out = relax.VirtualMachine(executable, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
+    np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-5)
+
+
 def test_a_bigger_model_is_looked_up_in_one_request_too(service: Service) -> None:
     """A ResNet-18-shaped CNN (20 tasks, none tuned): still the target's key and one lookup,
     and MetaSchedule's ~3 queries per function afterwards send nothing."""
@@ -330,6 +403,7 @@ HOSTILE_RELAX = relax_calling('R.call_packed("system", x, sinfo_args=R.Tensor((4
         ("external-data", "source"),
         ("wrong-input-name", "inputs"),
         ("fewer-trials-than-tasks", "trials"),
+        ("unknown-layout", "layout"),
         ("relax-call-packed", "source"),
         ("relax-deep-nesting", "source"),
         ("relax-deep-attributes", "source"),
@@ -350,6 +424,8 @@ def test_hostile_models_are_refused_and_nothing_is_written(
         body = _body(external_data())
     elif case == "fewer-trials-than-tasks":
         body["trials"] = 2  # the tiny CNN has 5 tasks
+    elif case == "unknown-layout":
+        body["layout"] = "NHWC"
     elif case == "wrong-input-name":
         body["inputs"] = [{"name": "nope", "shape": [1, 3, 16, 16], "dtype": "float32"}]
     elif case.startswith("relax-deep"):  # CPython's parser: MemoryError / RecursionError

@@ -20,6 +20,26 @@ from __future__ import annotations
 
 from typing import Any
 
+PLAIN, BLOCKED = "plain", "blocked"
+LAYOUTS = (PLAIN, BLOCKED)
+"""A model's layouts: ``plain`` (as the model is written: NCHW) or ``blocked`` (NCHW[x]c with x
+the target's fp32 vector lanes: 16 on AVX-512, 8 on AVX2)."""
+
+
+def block_for(layout: str, target: Any) -> int:
+    """The channel block ``layout`` means on ``target`` (0: plain)."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout {layout!r}: one of {', '.join(LAYOUTS)}")
+    if layout == PLAIN:
+        return 0
+    from tvm.target import codegen
+
+    if codegen.target_has_features("avx512f", target):
+        return 16
+    if codegen.target_has_features("avx", target):
+        return 8
+    return 4
+
 
 def layouts_for(call: Any, block: int) -> dict[str, list[str]]:
     """The layouts ``ConvertLayout`` should give one call: a regular conv2d ``NCHW{block}c``

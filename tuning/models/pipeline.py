@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tuning.ir import layout_free_operands, structural_hash
-from tuning.models.blocked_layout import LEGALIZE, to_blocked
+from tuning.models.blocked_layout import LEGALIZE, PLAIN, block_for, to_blocked
 from tuning.models.fast_math import fast_math as fast_math_functions
 
 
@@ -45,7 +45,9 @@ def _is_cpu(target: Any) -> bool:
     return str(target.kind.name) == "llvm"
 
 
-def tuning_pipeline(mod: Any, target: Any, fast_math: bool = True, block: int = 0) -> Any:
+def tuning_pipeline(
+    mod: Any, target: Any, fast_math: bool = True, layout: str = PLAIN, block: int = 0
+) -> Any:
     """``mod`` decomposed, canonicalised, legalised and fused (Relax's "zero" pipeline) under
     ``target``, weights marked layout-free on CPU: the module whose PrimFuncs are tuned.
 
@@ -56,10 +58,13 @@ def tuning_pipeline(mod: Any, target: Any, fast_math: bool = True, block: int = 
     checked against the exact pipeline when compiled (`tuning.untrusted.model_requests`). The
     workloads differ: a build must use the setting its schedules were tuned with.
 
-    With ``block`` (channels, say 16: one AVX-512 vector), the regular convolutions run in a
-    blocked channel layout kept between layers (`tuning.models.blocked_layout`); their
-    workloads differ from the plain layout's, as fast math's do."""
+    With ``layout`` ``"blocked"`` the convolutions run in a blocked channel layout kept
+    between layers, a block the target's vector (`tuning.models.blocked_layout`; ``block``
+    names another size of block); their workloads differ from the plain layout's, as fast
+    math's do. A model without convolutions is the same in both."""
     from tvm import relax
+
+    block = block or block_for(layout, target)
 
     with target:
         mod = relax.transform.DecomposeOpsForInference()(mod)

@@ -21,6 +21,7 @@ from typing import Any
 from tuning.checks.library_check import export_library
 from tuning.checks.trace_gate import check_trace_text
 from tuning.ir import layout_free_operands, structural_hash
+from tuning.models.blocked_layout import LAYOUTS, PLAIN
 from tuning.models.frontends import ModelRefused, relax_module
 from tuning.models.inputs import InvalidInputs, inputs_from_json
 from tuning.models.pipeline import TaskRecord, compile_with, database_of, extract, tuning_pipeline
@@ -64,21 +65,25 @@ def _imported(format: str, source: str, inputs: Any, target: Any) -> tuple[Any, 
     return mod, target, given
 
 
-def _fused(mod: Any, target: Any, fast_math: bool = True) -> Any:
-    """The imported ``mod`` through the tuning pipeline, or `Refused` naming the source."""
-
+def _fused(mod: Any, target: Any, layout: str, fast_math: bool = True) -> Any:
+    """The imported ``mod`` through the tuning pipeline in ``layout``, or `Refused` naming
+    the source (or the layout)."""
+    if layout not in LAYOUTS:
+        raise _refused("layout", f"one of {', '.join(LAYOUTS)}")
     try:
-        return tuning_pipeline(mod, target, fast_math)
+        return tuning_pipeline(mod, target, fast_math, layout=layout)
     except Exception as err:  # noqa: BLE001 - a shape error, an operator TVM cannot lower …
         lines = [line for line in str(err).splitlines() if line.strip()]
         raise _refused("source", f"TVM cannot lower this model: {type(err).__name__}: "
                        f"{lines[-1] if lines else ''}"[:500]) from None  # fmt: skip
 
 
-def _model(format: str, source: str, inputs: Any, target: Any) -> tuple[Any, Any, list[Any]]:  # noqa: A002
+def _model(
+    format: str, source: str, inputs: Any, target: Any, layout: str
+) -> tuple[Any, Any, list[Any]]:  # noqa: A002,E501
     """(fused module, target, inputs) of a request, or `Refused` naming the field."""
     mod, target, given = _imported(format, source, inputs, target)
-    return _fused(mod, target), target, given
+    return _fused(mod, target, layout), target, given
 
 
 def _outputs(fused: Any) -> list[dict[str, Any]]:
@@ -99,12 +104,14 @@ def _outputs(fused: Any) -> list[dict[str, Any]]:
     return outputs
 
 
-def model_tasks(format: str, source: str, inputs: Any, target: Any) -> dict[str, Any]:  # noqa: A002
-    """The model's tuning tasks (each a checked workload, with its name, weight and
-    layout-free operands), the tasks left out (failing a check: built as TVM writes them) and
-    main's outputs."""
+def model_tasks(
+    format: str, source: str, inputs: Any, target: Any, layout: str = PLAIN
+) -> dict[str, Any]:  # noqa: A002,E501
+    """The model's tuning tasks in ``layout`` (each a checked workload, with its name, weight
+    and layout-free operands), the tasks left out (failing a check: built as TVM writes them)
+    and main's outputs."""
 
-    fused, target, _ = _model(format, source, inputs, target)
+    fused, target, _ = _model(format, source, inputs, target, layout)
     outputs = _outputs(fused)
     found = extract(fused, target)
     if len(found) > MAX_TASKS:
@@ -238,14 +245,15 @@ def model_compile(
     inputs: Any,
     target: Any,
     records: Any,
+    layout: str = PLAIN,
 ) -> dict[str, Any]:
-    """Build the model untuned and with ``records`` applied, check both agree on the same
-    seeded inputs, and agree with the model built with exact math (the tasks are tuned with
-    fast math: `tuning.models.pipeline.tuning_pipeline`), time both, and write the tuned
-    library to ``/out/model.so``."""
+    """Build the model in ``layout`` untuned and with ``records`` applied, check both agree on
+    the same seeded inputs, and agree with the model built plainly (exact math, the plain
+    layout: the tasks are tuned with fast math, `tuning.models.pipeline.tuning_pipeline`),
+    time both, and write the tuned library to ``/out/model.so``."""
 
     mod, target, given = _imported(format, source, inputs, target)
-    fused, exact = _fused(mod, target), _fused(mod, target, fast_math=False)
+    fused, exact = _fused(mod, target, layout), _fused(mod, target, PLAIN, fast_math=False)
     if str(target.kind.name) != "llvm":
         raise _refused("target", "models are compiled (and checked) on CPU targets only")
     tasks = extract(fused, target)

@@ -24,6 +24,7 @@ from tuning.checks.library_check import UnsafeLibrary, check_library
 from tuning.checks.script_filter import check_script_names
 from tuning.jail import Limits, SandboxFailed, holding_slot
 from tuning.jail.isolated import MODEL_COMPILE_LIMITS, MODEL_IMPORT_LIMITS
+from tuning.models.blocked_layout import PLAIN
 from tuning.models.inputs import DTYPES, InvalidInputs, ModelInput, check_inputs
 from tuning.untrusted.ask import ask
 from tuning.untrusted.user_tir import ALLOWED_IMPORTS, MAX_SHASH_DIGITS
@@ -259,16 +260,21 @@ def _output(raw: Any) -> ModelOutput:
 
 
 def parse_model(
-    fmt: str, source: bytes | str, inputs: Sequence[ModelInput], target_spec: dict[str, Any]
+    fmt: str,
+    source: bytes | str,
+    inputs: Sequence[ModelInput],
+    target_spec: dict[str, Any],
+    layout: str = PLAIN,
 ) -> ParsedModel:
-    """The tuning tasks of a user's model on ``target_spec`` (a canonical target's JSON),
-    extracted in one isolated child and re-derived in a second; `ModelRejected` with the
-    reason and field (and `SandboxBusy` / `SandboxUnavailable` let through)."""
+    """The tuning tasks of a user's model on ``target_spec`` (a canonical target's JSON) in
+    ``layout`` (`tuning.models.blocked_layout`), extracted in one isolated child and re-derived
+    in a second; `ModelRejected` with the reason and field (and `SandboxBusy` /
+    `SandboxUnavailable` let through)."""
     text = _request_source(fmt, source)
     given = _checked_inputs(inputs)
     with holding_slot():  # one slot for both children
         first = ask_child("model_tasks", MODEL_IMPORT_LIMITS, format=fmt, source=text,
-                     inputs=given, target=target_spec)  # fmt: skip
+                          inputs=given, target=target_spec, layout=layout)  # fmt: skip
         raw_tasks, raw_outputs = first.get("tasks"), first.get("outputs")
         untunable = first.get("untunable")
         if not (isinstance(raw_tasks, list) and isinstance(raw_outputs, list)):
@@ -353,17 +359,19 @@ def compile_model(
     target_spec: dict[str, Any],
     records: Sequence[dict[str, Any]],
     out_dir: Path,
+    layout: str = PLAIN,
 ) -> CompiledModel:
-    """Compile a user's model with ``records`` (``shash``, ``trace_json``, ``run_secs``,
-    ``args_info``: its tasks' tuned schedules) in an isolated child; the tuned library is
-    ``out_dir``/model.so (``out_dir``: new or empty). A record matching no task is ignored, one
-    whose trace does not replay is skipped (counted). `ModelRejected` when the child refuses
-    or fails (the tuned and untuned builds disagree, a limit, a crash) or the library fails
+    """Compile a user's model in ``layout`` with ``records`` (``shash``, ``trace_json``,
+    ``run_secs``, ``args_info``: its tasks' tuned schedules) in an isolated child; the tuned
+    library is ``out_dir``/model.so (``out_dir``: new or empty). A record matching no task is
+    ignored, one whose trace does not replay is skipped (counted). `ModelRejected` when the
+    child refuses or fails (the tuned and untuned builds disagree, a limit, a crash) or the
+    library fails
     `tuning.checks.library_check`."""
     text = _request_source(fmt, source)
     given = _checked_inputs(inputs)
     payload = {"format": fmt, "source": text, "inputs": given, "target": target_spec,
-               "records": _records(records)}  # fmt: skip
+               "records": _records(records), "layout": layout}  # fmt: skip
     try:
         answer = _answered(
             ask(

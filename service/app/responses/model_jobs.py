@@ -95,6 +95,7 @@ class ModelTaskOut(TypedDict):
 
 
 ModelFormat = Literal["onnx", "relax"]
+ModelLayout = Literal["plain", "blocked"]
 
 
 ModelState = Literal["tuning", "compiling", "succeeded", "failed", "cancelled"]
@@ -106,6 +107,10 @@ class ModelOut(TypedDict):
     id: int
     name: str
     format: ModelFormat
+    layout: Annotated[
+        ModelLayout,
+        Field(description="the layout its convolutions were tuned in (a build fetches in it)"),
+    ]
     state: ModelState
     target: TargetOut
     trials: int
@@ -176,6 +181,7 @@ def model_json(
         "id": model.id,
         "name": model.name,
         "format": cast(ModelFormat, model.format),
+        "layout": cast(ModelLayout, model.layout),
         "state": cast(ModelState, model.state),
         "target": target_json(target),
         "trials": model.trials,

@@ -90,6 +90,7 @@ class ModelRequest:
     inputs: list[ModelInput]
     target: str | dict[str, Any]
     trials: int
+    layout: str = "plain"  # tuning.models.blocked_layout.LAYOUTS
 
 
 def create_model(
@@ -112,7 +113,8 @@ def create_model(
     target = admitted_target(store, settings, who, request.trials, request.target)
     source = _source_bytes(request)
     inputs = request.inputs
-    parsed = parsed_model(limits, request.format, source, inputs, target.canonical, who.limit_key)
+    parsed = parsed_model(limits, request.format, source, inputs, target.canonical,
+                          who.limit_key, request.layout)  # fmt: skip
     if request.trials < len(parsed.tasks):
         raise InvalidInput(
             ("body", "trials"),
@@ -152,6 +154,7 @@ def create_model(
         model = store.models.create(
             name=request.name,
             fmt=request.format,
+            layout=request.layout,
             source_artifact_id=artifact.id,
             inputs=[{"name": i.name, "shape": list(i.shape), "dtype": i.dtype} for i in inputs],
             outputs=_outputs(parsed),
