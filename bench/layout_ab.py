@@ -71,7 +71,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", default="resnet18")
     parser.add_argument("--trials-per-task", type=int, default=16)
-    parser.add_argument("--blocks", default="0,16", help="channel blocks to compare (0: NCHW)")
+    parser.add_argument("--blocks", default="0,auto",
+                        help="channel blocks to compare (0: NCHW; auto: the target's vector, "
+                        "as a model job's blocked layout)")  # fmt: skip
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--store", help="a folder to keep the store in (a rerun reuses its "
@@ -96,7 +98,9 @@ def main() -> int:
     shape = input_shape(args.model)
     onnx_model = export_onnx(make_module(args.model), shape)
     mod = from_onnx(onnx_model, shape_dict={"x": shape}, keep_params_in_input=False)
-    blocks = [int(b) for b in args.blocks.split(",")]
+    from tuning.models.blocked_layout import BLOCKED, block_for
+
+    blocks = [block_for(BLOCKED, target) if b == "auto" else int(b) for b in args.blocks.split(",")]
     print(f"{args.model} on {target}, {threads} threads; 1-min load {os.getloadavg()[0]:.2f}")
 
     with tempfile.TemporaryDirectory(prefix="tunehub-layout-ab-") as scratch:
@@ -159,7 +163,9 @@ def main() -> int:
             share = 100 * weight * us / total
             print(f"  {task[:44]:<44} {weight:>3} x {us:>9.1f} us {share:>5.1f}%  {space}")
     print(f"\nmedian of {args.rounds} rounds, each the median of {args.repeat} samples of "
-          f">= 0.1 s; 1-min load {os.getloadavg()[0]:.2f} at the end")  # fmt: skip
+          f">= 0.1 s; 1-min load {os.getloadavg()[0]:.2f} at the end. A task both layouts share "
+          "is tuned once (the second layout's 'tune s' leaves it out); with --store, bests of an "
+          "earlier run are reused (with their budget)")  # fmt: skip
     return 0
 
 

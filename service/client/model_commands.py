@@ -47,8 +47,9 @@ def _inputs(shapes: list[str], dtypes: list[str]) -> list[dict[str, Any]]:
 
 def _line(model: dict[str, Any]) -> str:
     p = model["progress"]
+    layout = " (blocked layout)" if model.get("layout") == "blocked" else ""
     line = (
-        f"model {model['id']} {model['state']}: {p['tasks_done']}/{p['tasks']} tasks "
+        f"model {model['id']}{layout} {model['state']}: {p['tasks_done']}/{p['tasks']} tasks "
         f"({p['tasks_cache_hit']} cached), {p['trials_done']}/{p['trials']} trials"
     )
     result = model.get("result")
@@ -74,7 +75,8 @@ def cmd_submit_model(args: argparse.Namespace) -> int:
     inputs = _inputs(args.input_shape, args.input_dtype)
     with _client(args) as client:
         try:
-            model = submit_model(client, args.model, inputs, args.trials, target, args.name)
+            model = submit_model(client, args.model, inputs, args.trials, target, args.name,
+                                 layout=args.layout)  # fmt: skip
         except (OSError, ValueError) as err:
             print(f"tunehub: {err}", file=sys.stderr)
             return 2
@@ -141,6 +143,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument("--trials", type=int, required=True, help="total budget, shared by tasks")
     p.add_argument("--target", default="host", help='"host" or a TVM target as JSON')
     p.add_argument("--name", default=None)
+    p.add_argument("--layout", choices=("plain", "blocked"), default="plain",
+                   help="convolutions as written, or in a blocked channel layout (NCHW[x]c) kept "
+                   "between layers; build with the same (docs/model-jobs.md)")  # fmt: skip
     p.add_argument("--wait", action="store_true", help="follow the model until it is final")
     p.add_argument("--poll", type=float, default=2.0, help=argparse.SUPPRESS)
     server_options(p)

@@ -43,6 +43,41 @@ def depthwise_cnn() -> Any:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
+def grouped_cnn() -> Any:
+    """conv3x3(3->8), conv3x3(8->8) (blocked), a grouped conv3x3 (2 groups of 4: not
+    depthwise) and a depthwise conv with two filters per channel (8->16), global pool on a
+    1x3x12x12 input "x"."""
+    from onnx import TensorProto, helper
+
+    rng = np.random.default_rng(2)
+    inits = [_init(rng, "w1", 8, 3, 3, 3), _init(rng, "w2", 8, 8, 3, 3),
+             _init(rng, "wg", 8, 4, 3, 3), _init(rng, "wm", 16, 1, 3, 3)]  # fmt: skip
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["c1", "w2"], ["c2"], pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["c2", "wg"], ["g"], pads=[1, 1, 1, 1], group=2),
+        helper.make_node("Conv", ["g", "wm"], ["m"], pads=[1, 1, 1, 1], group=8),
+        helper.make_node("GlobalAveragePool", ["m"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "grouped",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 12, 12])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 1, 1])],
+        inits,
+    )  # fmt: skip
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_grouped_convs_that_are_not_depthwise_stay_as_written() -> None:
+    """A grouped conv, or a depthwise one with a channel multiplier, after a blocked conv gets
+    its input back in NCHW (a transform), and the model computes what the plain one does."""
+    names, plain, blocked = _outputs(grouped_cnn(), [1, 3, 12, 12], block=4)
+    assert any("conv2d_NCHWc" in n for n in names), names
+    assert not any("depthwise_conv2d_NCHWc" in n for n in names), names
+    assert any("layout_transform" in n for n in names), names
+    np.testing.assert_allclose(blocked, plain, rtol=1e-5, atol=1e-5)
+
+
 def _outputs(model: Any, shape: list[int], block: int) -> tuple[list[str], Any, Any]:
     """(task names, plain output, blocked output) of ``model`` built untuned."""
     import tvm

@@ -61,7 +61,7 @@ def tuning_pipeline(
     With ``layout`` ``"blocked"`` the convolutions run in a blocked channel layout kept
     between layers, a block the target's vector (`tuning.models.blocked_layout`; ``block``
     names another size of block); their workloads differ from the plain layout's, as fast
-    math's do. A model without convolutions is the same in both."""
+    math's do. A model with neither convolutions nor a clip is the same in both."""
     from tvm import relax
 
     block = block or block_for(layout, target)

@@ -274,7 +274,10 @@ def model_compile(
     try:
         max_abs_error(run_library(path, arrays, timed=False).outputs, built["tuned"].outputs)
     except OutputsDiffer as err:
-        raise Refused(f"fast math moved the model's output beyond tolerance: {err}") from None
+        raise Refused(
+            f"fast math or the layout moved the model's output beyond tolerance "
+            f"(against the plain layout, exact math): {err}"
+        ) from None
     with open(BUILD_DIR / "tuned.so", "rb") as src, open(OUT_DIR / OUTPUT_FILE, "wb") as dst:
         shutil.copyfileobj(src, dst)
     return {

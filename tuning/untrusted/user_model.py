@@ -201,7 +201,7 @@ def _answered(answer: dict[str, Any]) -> dict[str, Any]:
         error = answer.get("error")
         message = error[:1000] if isinstance(error, str) else "the model was refused"
         field, _, rest = message.partition(": ")
-        if field in ("source", "inputs", "records") and rest:
+        if field in ("source", "inputs", "records", "layout") and rest:
             raise ModelRejected(rest, field)
         raise ModelRejected(message)
     return answer
