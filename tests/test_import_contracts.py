@@ -158,7 +158,7 @@ RULES = (
         only=("tvm", "tvm_ffi", "tuning.ir", FAST_MATH, BLOCKED),
     ),
     Rule(FAST_MATH, "the pipeline's fast math: TVM only", only=("tvm",)),
-    Rule(BLOCKED, "the pipeline's blocked layout: TVM only", only=("tvm",)),
+    Rule(BLOCKED, "the pipeline's blocked layout: TVM only", only=("tvm", "tvm_ffi")),
     Rule(
         "tuning.ir", "IR helpers: TVM only (the light client imports them)", only=("tvm", "tvm_ffi")
     ),

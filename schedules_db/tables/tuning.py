@@ -51,9 +51,10 @@ class TargetRow(Base):
     cache_bytes: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     llc_gbps: Mapped[float | None] = mapped_column(Float, nullable=True)
     llc_bytes: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
-    # The share of the measured cores' time other processes took while the peak and the
-    # bandwidth above were measured (tuning.hardware.interference); NULL: not known (rows
-    # measured before it was recorded). A figure measured under load yields no roofline.
+    # The other work, in cores' worth beyond the CPUs a measurement left free, that the cores
+    # saw while the peak and the bandwidth above were measured (tuning.hardware.interference);
+    # NULL: not known (rows measured before it was recorded). Over values.QUIET_CORES the
+    # figure was measured under load and yields no roofline.
     peak_interference: Mapped[float | None] = mapped_column(Float, nullable=True)
     bandwidth_interference: Mapped[float | None] = mapped_column(Float, nullable=True)
 

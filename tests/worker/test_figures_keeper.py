@@ -34,20 +34,20 @@ def test_loaded_figures_are_measured_again_before_a_job_and_quiet_ones_are_kept(
 ) -> None:
     engine, store, row = host_store(tmp_path)
     canonical = resolve_target("host").canonical
-    # As measured by a worker whose two cores others kept busy all the time: the most load.
-    _plant(engine, row.id, 1.0, interference=2.0)
+    # As measured under more load than any machine here can see.
+    _plant(engine, row.id, 1.0, interference=1e9)
     loaded = store.catalog.get_target(row.id)
     assert not loaded.peak_trusted and roofline_us(FLOP, NBYTES, loaded) is None
 
     keeper = FiguresKeeper(store, every_s=3600)
     fresh = keeper.refresh(loaded, canonical)
-    # Measured again, under less load than all of it however busy this machine is.
-    assert fresh.peak_interference is not None and fresh.peak_interference < 2.0
+    # Measured again, under less load than that however busy this machine is.
+    assert fresh.peak_interference is not None and fresh.peak_interference < 1e9
     assert fresh.peak_gflops is not None and fresh.peak_gflops > 1.0
     assert fresh == store.catalog.get_target(row.id)
     assert fresh.bandwidth_interference is not None and fresh.cache_gbps != 100.0
     # Not again within the interval, loaded or not.
-    _plant(engine, row.id, 1.0, interference=2.0)
+    _plant(engine, row.id, 1.0, interference=1e9)
     again = store.catalog.get_target(row.id)
     assert keeper.refresh(again, canonical) == again == store.catalog.get_target(row.id)
 

@@ -27,10 +27,11 @@ the target's fp32 vector lanes: 16 on AVX-512, 8 on AVX2)."""
 
 
 def block_for(layout: str, target: Any) -> int:
-    """The channel block ``layout`` means on ``target`` (0: plain)."""
+    """The channel block ``layout`` means on ``target`` (0: plain; a non-CPU target's convs
+    stay plain)."""
     if layout not in LAYOUTS:
         raise ValueError(f"layout {layout!r}: one of {', '.join(LAYOUTS)}")
-    if layout == PLAIN:
+    if layout == PLAIN or str(target.kind.name) != "llvm":
         return 0
     from tvm.target import codegen
 
@@ -55,7 +56,8 @@ def layouts_for(call: Any, block: int) -> dict[str, list[str]]:
         return {"relax.nn.conv2d": [f"NCHW{block}c", f"OIHW{block}i{block}o"]}
     inputs = [int(d) for d in call.args[0].ty.shape.values][1]
     weights = [int(d) for d in call.args[1].ty.shape.values]
-    if str(call.attrs.data_layout) == "NCHW" and groups == inputs == weights[0] and weights[1] == 1:
+    plain = str(call.attrs.data_layout) == "NCHW" and str(call.attrs.kernel_layout) == "OIHW"
+    if plain and groups == inputs == weights[0] and weights[1] == 1:
         return {"relax.nn.conv2d": [f"NCHW{block}c", f"OIHW1i{block}o"]}
     return {"relax.nn.conv2d": ["NCHW", "OIHW"]}
 

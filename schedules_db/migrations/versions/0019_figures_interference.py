@@ -1,5 +1,5 @@
-"""figures' interference: the share of the measured cores other processes took while a
-target's peak and bandwidth were measured (a figure measured under load yields no roofline)
+"""figures' interference: the other work (cores' worth) a target's peak and bandwidth were
+measured beside (a figure measured under load yields no roofline)
 
 Revision ID: 0019
 Revises: 0018

@@ -43,10 +43,10 @@ class TargetOut(TypedDict):
     peak_interference: Annotated[
         float | None,
         Field(
-            description="the share of the measured cores' time other processes took while the"
-            " peak was measured (null: not known); above 0.1 it was measured under load: it is"
-            " shown but no roofline or share of peak is derived from it, and its workers measure"
-            " it again"
+            description="the other work (cores' worth, beyond the CPUs the measurement left"
+            " free) its cores saw while the peak was measured (null: not known); above 0.1 it"
+            " was measured under load: it is shown but no roofline or share of peak is derived"
+            " from it, and its workers measure it again"
         ),
     ]
     bandwidth_interference: Annotated[
