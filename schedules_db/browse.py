@@ -15,6 +15,7 @@ from typing import Any, Generic, NamedTuple, TypeVar
 
 from sqlalchemy import ColumnElement, Select, String, bindparam, case, cast, func, select
 
+from schedules_db.figures import QUIET_CORES
 from schedules_db.joins import connect, labelled_columns, split_rows
 from schedules_db.lookups import JobParts, ScheduleParts
 from schedules_db.store import Store
@@ -28,7 +29,6 @@ from schedules_db.tables import (
     WorkloadRow,
 )
 from schedules_db.values import (
-    QUIET_CORES,
     Artifact,
     Job,
     JobState,
@@ -46,7 +46,7 @@ SCHEDULE_SORTS: dict[str, Any] = {
     "gflops": _GFLOPS,
     "latency": ScheduleRow.latency_us,
     "speedup": ScheduleRow.untuned_latency_us / ScheduleRow.latency_us,
-    # Only a peak measured on a quiet machine (`values.is_quiet`): the others sort last.
+    # Only a peak measured on a quiet machine (`figures.is_quiet`): the others sort last.
     "peak": case((TargetRow.peak_interference <= QUIET_CORES, _GFLOPS / TargetRow.peak_gflops)),
     "trials": ScheduleRow.trials,
     "id": ScheduleRow.id,

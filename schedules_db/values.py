@@ -18,6 +18,8 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any, ClassVar, Protocol, TypeVar
 
+from schedules_db.figures import is_quiet
+
 CATALOG, USER = "catalog", "user"  # WorkloadRow.origin
 
 
@@ -32,18 +34,6 @@ class JobState(str, enum.Enum):
 
 
 FINAL_STATES = (JobState.SUCCEEDED.value, JobState.FAILED.value, JobState.CANCELLED.value)
-
-QUIET_CORES = 0.1
-"""A target's peak or bandwidth measured while other processes took at most this many cores'
-worth of the cores its kernels need (`tuning.hardware.interference`) is trusted; one measured
-under more load is shown with its load, but no roofline is derived from it (it would call a
-slower kernel 100% of its roofline and stop its search). Idle machines measure 0.00-0.02 here;
-a second busy process beside a 2-core measurement, about 0.7."""
-
-
-def is_quiet(interference: float | None) -> bool:
-    """Whether a figure measured under ``interference`` (None: not known) is trusted."""
-    return interference is not None and interference <= QUIET_CORES
 
 
 class RowValue(Protocol):

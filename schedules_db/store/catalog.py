@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from sqlalchemy import select
 
+from schedules_db.figures import is_quiet
 from schedules_db.keys import (
     canonical_json,
     target_key,
@@ -26,7 +27,7 @@ from schedules_db.tables import (
     TargetRow,
     WorkloadRow,
 )
-from schedules_db.values import CATALOG, USER, Target, Workload, is_quiet, value_of
+from schedules_db.values import CATALOG, USER, Target, Workload, value_of
 
 
 class CatalogRows(Aggregate):

@@ -53,7 +53,7 @@ class TargetRow(Base):
     llc_bytes: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     # The other work, in cores' worth beyond the CPUs a measurement left free, that the cores
     # saw while the peak and the bandwidth above were measured (tuning.hardware.interference);
-    # NULL: not known (rows measured before it was recorded). Over values.QUIET_CORES the
+    # NULL: not known (rows measured before it was recorded). Over figures.QUIET_CORES the
     # figure was measured under load and yields no roofline.
     peak_interference: Mapped[float | None] = mapped_column(Float, nullable=True)
     bandwidth_interference: Mapped[float | None] = mapped_column(Float, nullable=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from schedules_db.values import is_quiet
+from schedules_db.figures import is_quiet
 
 
 def latency(us: float | None) -> str:
@@ -54,7 +54,7 @@ def share_of_peak(
     """A kernel's GFLOPS as a percentage of its target's peak, at most 100 (a kernel above it
     did fewer multiplies than it is counted for, or the peak was measured low); None without
     either, or when the peak was measured under ``interference`` that is not quiet
-    (`schedules_db.values.is_quiet`)."""
+    (`schedules_db.figures.is_quiet`)."""
     if not gflops or not peak or not is_quiet(interference):
         return None
     return min(100.0, 100.0 * (gflops / peak))  # the ratio first: 1.0 exactly at the peak

@@ -18,8 +18,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from schedules_db.figures import is_quiet
 from schedules_db.store import Store
-from schedules_db.values import Target, is_quiet
+from schedules_db.values import Target
 from tuning.hardware.figures import Figures, measure_figures
 
 log = logging.getLogger("tunehub.worker")

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
-from schedules_db.values import is_quiet
+from schedules_db.figures import is_quiet
 from tests.dashboard.conftest import open_tab
 from tests.e2e.helpers import start_serve, stop, unreachable_target_figures
 

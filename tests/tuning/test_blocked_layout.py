@@ -17,11 +17,24 @@ from tuning.ir import arg_specs, structural_hash
 from tuning.models.pipeline import compile_with, extract, tuning_pipeline
 
 
+def _model_12x12(name: str, nodes: list[Any], inits: list[Any], out_shape: list[int]) -> Any:
+    """An ONNX model of ``nodes`` on a 1x3x12x12 input "x", output "y" of ``out_shape``."""
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        nodes, name,
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 12, 12])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, out_shape)],
+        inits,
+    )  # fmt: skip
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
 def depthwise_cnn() -> Any:
     """conv3x3(3->8), depthwise 3x3 (8 groups) + bias + ReLU6, conv1x1(8->8), global pool on a
     1x3x12x12 input "x": a MobileNet block in small, its ReLU6 a Clip with constant bounds as
     torch.onnx.export writes it."""
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper, numpy_helper
 
     rng = np.random.default_rng(1)
     inits = [_init(rng, "w1", 8, 3, 3, 3), _init(rng, "wd", 8, 1, 3, 3), _init(rng, "bd", 8),
@@ -34,20 +47,14 @@ def depthwise_cnn() -> Any:
         helper.make_node("Conv", ["r", "w2"], ["c2"]),
         helper.make_node("GlobalAveragePool", ["c2"], ["y"]),
     ]
-    graph = helper.make_graph(
-        nodes, "dw",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 12, 12])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 1, 1])],
-        inits,
-    )  # fmt: skip
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return _model_12x12("dw", nodes, inits, [1, 8, 1, 1])
 
 
 def grouped_cnn() -> Any:
     """conv3x3(3->8), conv3x3(8->8) (blocked), a grouped conv3x3 (2 groups of 4: not
     depthwise) and a depthwise conv with two filters per channel (8->16), global pool on a
     1x3x12x12 input "x"."""
-    from onnx import TensorProto, helper
+    from onnx import helper
 
     rng = np.random.default_rng(2)
     inits = [_init(rng, "w1", 8, 3, 3, 3), _init(rng, "w2", 8, 8, 3, 3),
@@ -59,13 +66,7 @@ def grouped_cnn() -> Any:
         helper.make_node("Conv", ["g", "wm"], ["m"], pads=[1, 1, 1, 1], group=8),
         helper.make_node("GlobalAveragePool", ["m"], ["y"]),
     ]
-    graph = helper.make_graph(
-        nodes, "grouped",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 12, 12])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 1, 1])],
-        inits,
-    )  # fmt: skip
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return _model_12x12("grouped", nodes, inits, [1, 16, 1, 1])
 
 
 def test_grouped_convs_that_are_not_depthwise_stay_as_written() -> None:

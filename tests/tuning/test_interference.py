@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from schedules_db.values import QUIET_CORES, is_quiet
+from schedules_db.figures import QUIET_CORES, is_quiet
 from tests.cpu_hogs import cpu_hogs
 from tuning.hardware.figures import measure_figures
 from tuning.hardware.interference import CpuTicks, Interference, others_cores, read_ticks
