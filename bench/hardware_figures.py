@@ -1,8 +1,10 @@
-"""The figures a worker measures at start (`tuning.hardware`: the fp32 FMA peak and the bandwidth
-of each memory level) against independent C loops compiled here with the system's C compiler, on
-the same threads: the peak within 10% of 12 independent vector FMA chains a thread
-(bench/data/fma_peak.c), for AVX-512 and AVX2; each bandwidth level (the cores' caches, the
-shared L3, memory) within 25% of a loop streaming the same slices (bench/data/stream_bw.c).
+"""The figures a worker measures at start (`tuning.hardware`: the fp32 FMA peak, the bf16 peak and
+the bandwidth of each memory level) against independent C loops compiled here with the system's
+C compiler, on the same threads: the peak within 10% of 12 independent vector FMA chains a thread
+(bench/data/fma_peak.c), for AVX-512 and AVX2; the bf16 peak within 10% of the same instructions
+in C (bench/data/bf16_peak.c: ``_mm512_dpbf16_ps`` chains, or ``_tile_dpbf16ps`` on 4 tiles where
+the host target has AMX); each bandwidth level (the cores' caches, the shared L3, memory) within
+25% of a loop streaming the same slices (bench/data/stream_bw.c).
 
 A comparison of speeds, so a bench and not a test: it holds on a quiet machine only. Beside one
 CPU-bound process on a 2-core VM the TVM peak read 161 GFLOPS against the loop's 136, and the
@@ -18,7 +20,7 @@ best of both sides disagree, at least two, up to ``--rounds``. Prints every figu
 one disagrees. An Emerald Rapids host read 326 GFLOPS where the loop ran at 493 before the
 peak's chains were made distinct (issue 26).
 
-    .venv/bin/python bench/hardware_figures.py [--rounds 6] [--only peak|bandwidth]
+    .venv/bin/python bench/hardware_figures.py [--rounds 6] [--only peak|bf16|bandwidth]
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from tuning.hardware.targets import resolve_target  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data"
 ISA_FLAGS = {"avx512": ["-mavx512f", "-mfma"], "avx2": ["-mavx2", "-mfma"]}
+BF16_FLAGS = {"amx": ["-mamx-tile", "-mamx-bf16"], "avx512_bf16": ["-mavx512f", "-mavx512bf16"]}
 PEAK_BAND = (0.9, 1.1)  # TVM / C
 BANDWIDTH_BAND = (0.75, 1.33)
 
@@ -94,6 +97,34 @@ def compare_peak(isa: str, threads: int, rounds: int, work: Path) -> bool:
     _rounds(rounds, lambda: _within(max(tvm_runs), max(c_runs), PEAK_BAND), measure)
     agree = _within(max(tvm_runs), max(c_runs), PEAK_BAND)
     print(f"peak {isa}: TVM {max(tvm_runs):.1f} GFLOPS, C loop {max(c_runs):.1f} "
+          f"({max(tvm_runs) / max(c_runs):.2f}x; runs TVM {_list(tvm_runs)}, C {_list(c_runs)})"
+          f" {'agree' if agree else 'DISAGREE'}")  # fmt: skip
+    return agree
+
+
+def compare_bf16_peak(threads: int, rounds: int, work: Path) -> bool:
+    """The measured bf16 peak against the C loop of the same unit's instructions; whether
+    they agree (True, with a line saying so, where the host target has no bf16 unit)."""
+    canonical = {**resolve_target("host").canonical, "num-cores": threads}
+    first = measured_in_fresh_process("tuning.hardware.peak_bf16:target_bf16_peak", canonical,
+                                      threads)  # fmt: skip
+    if first is None:
+        print("bf16 peak: the host target has no bf16 unit (AMX-BF16 or AVX512-BF16)")
+        return True
+    unit = first[0]
+    binary = _compile("bf16_peak.c", ["-O2", *BF16_FLAGS[unit]], work / f"bf16_{unit}")
+    c_runs: list[float] = []
+    tvm_runs: list[float] = [first[1]]
+
+    def measure() -> None:
+        c_runs.append(_run(binary, threads))
+        if len(c_runs) > 1:
+            tvm_runs.append(measured_in_fresh_process(
+                "tuning.hardware.peak_bf16:target_bf16_peak", canonical, threads)[1])  # fmt: skip
+
+    _rounds(rounds, lambda: _within(max(tvm_runs), max(c_runs), PEAK_BAND), measure)
+    agree = _within(max(tvm_runs), max(c_runs), PEAK_BAND)
+    print(f"bf16 peak ({unit}): TVM {max(tvm_runs):.1f} GFLOPS, C loop {max(c_runs):.1f} "
           f"({max(tvm_runs) / max(c_runs):.2f}x; runs TVM {_list(tvm_runs)}, C {_list(c_runs)})"
           f" {'agree' if agree else 'DISAGREE'}")  # fmt: skip
     return agree
@@ -156,7 +187,7 @@ def _list(values: list[float]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=6, help="at most this many rounds")
-    parser.add_argument("--only", choices=["peak", "bandwidth"])
+    parser.add_argument("--only", choices=["peak", "bf16", "bandwidth"])
     args = parser.parse_args()
     threads = physical_cores()
     flags = _cpu_flags()
@@ -168,6 +199,8 @@ def main() -> int:
             isas = ["avx512", "avx2"] if "avx512f" in flags else ["avx2"]
             for isa in isas:
                 ok = compare_peak(isa, threads, max(2, args.rounds), Path(tmp)) and ok
+        if args.only in (None, "bf16"):
+            ok = compare_bf16_peak(threads, max(2, args.rounds), Path(tmp)) and ok
         if args.only in (None, "bandwidth"):
             ok = compare_bandwidth(threads, max(2, args.rounds), Path(tmp)) and ok
     return 0 if ok else 1

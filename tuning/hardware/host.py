@@ -10,6 +10,7 @@ import platform
 from typing import Any
 
 from schedule_reads.keys import tvm_series
+from tuning.hardware.bf16 import request_amx
 
 
 def physical_cores() -> int:
@@ -25,6 +26,8 @@ def host_target_spec() -> dict[str, Any]:
 
     LLVM names the CPU by family and model, and the name implies an ISA: a Zen 4 whose hypervisor
     hides AVX-512 is still ``znver4``, and code built for plain ``znver4`` dies there with SIGILL.
+    AMX counts as offered only where the OS also grants this process the tile state
+    (`tuning.hardware.bf16.request_amx`).
     """
     return copy.deepcopy(_host_target_spec())  # callers may change their copy
 
@@ -35,7 +38,7 @@ def _host_target_spec() -> dict[str, Any]:
     from tvm.target.codegen import llvm_get_system_cpu
 
     spec: dict[str, Any] = {"kind": "llvm", "mcpu": llvm_get_system_cpu()}
-    disabled = missing_vector_features(spec, cpu_flags())
+    disabled = missing_vector_features(spec, usable_cpu_flags())
     if disabled:
         spec["mattr"] = [f"-{feature}" for feature in disabled]
     spec["num-cores"] = physical_cores()
@@ -65,6 +68,15 @@ def cpu_flags() -> set[str] | None:
     except OSError:
         pass
     return None
+
+
+def usable_cpu_flags() -> set[str] | None:
+    """`cpu_flags` less the AMX ones when the OS refuses this process the tile state (a VM may
+    list them in CPUID and still refuse: the first tile instruction would be SIGILL)."""
+    flags = cpu_flags()
+    if flags is None or not any(f.startswith("amx") for f in flags) or request_amx():
+        return flags
+    return {f for f in flags if not f.startswith("amx")}
 
 
 def missing_vector_features(spec: dict[str, Any], flags: set[str] | None) -> list[str]:

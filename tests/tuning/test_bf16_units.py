@@ -1,0 +1,65 @@
+"""The bf16 units of a target and the kernels that measure their peak: which unit a target
+declares, that the kernels compile to the unit's instructions, and that the vdpbf16ps kernel
+computes bf16 dot products with fp32 accumulation (on a host that has the instruction)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tvm
+
+from tuning.hardware.bf16 import AMX, AVX512_BF16, bf16_unit
+from tuning.hardware.host import cpu_flags
+from tuning.hardware.peak_bf16 import CHAINS, amx_tiles, dpbf16_chains
+
+
+@pytest.mark.parametrize(
+    ("spec", "unit"),
+    [
+        ({"kind": "llvm", "mcpu": "sapphirerapids"}, AMX),
+        ({"kind": "llvm", "mcpu": "znver4"}, AVX512_BF16),
+        ({"kind": "llvm", "mcpu": "cooperlake"}, AVX512_BF16),
+        # The host target of a CPU that lists AMX but whose OS refuses the tile state.
+        ({"kind": "llvm", "mcpu": "sapphirerapids", "mattr": ["-amx-tile"]}, AVX512_BF16),
+        ({"kind": "llvm", "mcpu": "rocketlake"}, None),
+        ({"kind": "llvm", "mcpu": "znver4", "mattr": ["-avx512f"]}, None),
+        ({"kind": "cuda", "arch": "sm_80"}, None),
+    ],
+)
+def test_unit_a_target_declares(spec: dict, unit: str | None) -> None:
+    assert bf16_unit(tvm.target.Target(spec)) == unit
+
+
+def _asm(func: object, spec: dict) -> list[str]:
+    lib = tvm.compile(tvm.IRModule({"main": func}), target=spec).mod
+    return lib.inspect_source("asm").splitlines()
+
+
+def test_the_peak_kernels_are_the_units_instructions() -> None:
+    """Compiled anywhere (no bf16 hardware needed): the chains are vdpbf16ps on zmm registers,
+    inlined (no call), the tile loop configures its tiles and runs tdpbf16ps."""
+    chains = _asm(dpbf16_chains(2), {"kind": "llvm", "mcpu": "znver4"})
+    assert sum("vdpbf16ps" in line and "zmm" in line for line in chains) >= CHAINS
+    assert not any("call" in line and "tunehub_dpbf16ps" in line for line in chains)
+    tiles = _asm(amx_tiles(2), {"kind": "llvm", "mcpu": "sapphirerapids"})
+    assert any("ldtilecfg" in line for line in tiles)
+    assert sum("tdpbf16ps" in line for line in tiles) >= 4
+    assert any("tilerelease" in line for line in tiles)
+
+
+def test_the_dot_product_kernel_computes_bf16_products_in_fp32() -> None:
+    flags = cpu_flags() or set()
+    if "avx512bf16" not in flags:
+        pytest.skip("this CPU has no AVX512-BF16 (vdpbf16ps) to run the kernel on")
+    lib = tvm.compile(
+        tvm.IRModule({"main": dpbf16_chains(1)}), target={"kind": "llvm", "mcpu": "znver4"}
+    ).mod
+    rng = np.random.default_rng(1)
+    x = rng.uniform(-2, 2, size=(1, CHAINS, 32)).astype(np.float32)
+    y = rng.uniform(-2, 2, size=(1, 32)).astype(np.float32)
+    as_bf16 = [(v.view(np.uint32) >> 16).astype(np.uint16) for v in (x, y)]  # truncated
+    xb, yb = ((b.astype(np.uint32) << 16).view(np.float32) for b in as_bf16)
+    out = tvm.runtime.empty((1, CHAINS, 16), "float32")
+    lib["main"](out, tvm.runtime.tensor(as_bf16[0]), tvm.runtime.tensor(as_bf16[1]), 3)
+    pairs = (xb[0] * yb[0]).astype(np.float64).reshape(CHAINS, 16, 2).sum(axis=-1)
+    np.testing.assert_allclose(out.numpy()[0], 3 * pairs, rtol=1e-5, atol=1e-5)

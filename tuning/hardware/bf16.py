@@ -1,0 +1,84 @@
+"""The bf16 units of a CPU target and how tunehub's kernels reach them.
+
+Two x86 units multiply bf16 with fp32 accumulation:
+
+- **AMX** (``amx-tile`` + ``amx-bf16``; Sapphire, Emerald, Granite Rapids): tile registers and
+  ``tdpbf16ps``. Linux hands a process the 8 KiB tile state only after it asks
+  (``arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)``, `request_amx`); a hypervisor may
+  list the CPUID flags and still refuse (a Firecracker VM on an EPYC host: EOPNOTSUPP).
+- **AVX512-BF16** (``avx512bf16``; Cooper Lake, Sapphire Rapids and later, Zen 4 and later):
+  ``vdpbf16ps``, 16 fp32 lanes each adding two bf16 products, twice the FMA's flops.
+
+TVM 0.27 stores bf16 as uint16 in the code it generates and cannot emit a ``<32 x bfloat>``
+LLVM value (its codegen crashes without the legalisation that makes them uint16), while LLVM 22's
+``vdpbf16ps`` intrinsic takes exactly that. So the dot product is a small LLVM IR function of
+ours (`DPBF16PS_LL`, always inlined) that takes the uint16 vectors, bit-casts them and calls the
+intrinsic; a kernel imports it with the ``pragma_import_llvm`` attribute and calls it by name
+(`DPBF16PS`). It is code tunehub writes, never code a user sends.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from typing import Any
+
+AMX = "amx"
+AVX512_BF16 = "avx512_bf16"
+UNIT_FEATURES = {AMX: ("amx-tile", "amx-bf16"), AVX512_BF16: ("avx512bf16",)}
+UNIT_NAMES = {AMX: "AMX-BF16 (amx-tile, amx-bf16)", AVX512_BF16: "AVX512-BF16 (avx512bf16)"}
+
+DPBF16PS = "tunehub_dpbf16ps"
+DPBF16PS_LL = f"""
+define internal <16 x float> @{DPBF16PS}(<16 x float> %acc, <32 x i16> %a, <32 x i16> %b) #0 {{
+  %x = bitcast <32 x i16> %a to <32 x bfloat>
+  %y = bitcast <32 x i16> %b to <32 x bfloat>
+  %r = call <16 x float> @llvm.x86.avx512bf16.dpbf16ps.512(<16 x float> %acc, <32 x bfloat> %x,
+                                                          <32 x bfloat> %y)
+  ret <16 x float> %r
+}}
+declare <16 x float> @llvm.x86.avx512bf16.dpbf16ps.512(<16 x float>, <32 x bfloat>, <32 x bfloat>)
+attributes #0 = {{ alwaysinline nounwind "target-features"="+avx512f,+avx512bf16" }}
+"""
+
+_SYS_ARCH_PRCTL = 158  # x86-64
+_ARCH_REQ_XCOMP_PERM = 0x1023
+_XFEATURE_XTILEDATA = 18
+
+
+def bf16_unit(target: Any) -> str | None:
+    """The fastest bf16 unit ``target`` (a TVM llvm target) declares: `AMX`, `AVX512_BF16` or
+    None. Declared, not checked against this machine: `tuning.hardware.host` switches off in
+    the host target what this CPU (or its OS, for AMX) does not give."""
+    from tvm.target import codegen
+
+    if target.kind.name != "llvm":
+        return None
+    for unit in (AMX, AVX512_BF16):
+        if all(codegen.target_has_features(f, target) for f in UNIT_FEATURES[unit]):
+            return unit
+    return None
+
+
+def missing_bf16_words() -> str:
+    """What a target lacks for bf16, in words for an error message."""
+    return f"{UNIT_NAMES[AMX]} or {UNIT_NAMES[AVX512_BF16]}"
+
+
+@functools.cache
+def request_amx() -> bool:
+    """Ask Linux for the AMX tile state for this process (every thread of it, and children it
+    forks); True when granted. Without it the first tile instruction kills the process with
+    SIGILL. Asked once per process; False off x86-64 Linux or where the OS refuses."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        syscall = libc.syscall
+    except (OSError, AttributeError):
+        return False
+    syscall.restype = ctypes.c_long
+    done = syscall(
+        ctypes.c_long(_SYS_ARCH_PRCTL),
+        ctypes.c_long(_ARCH_REQ_XCOMP_PERM),
+        ctypes.c_long(_XFEATURE_XTILEDATA),
+    )
+    return int(done) == 0
