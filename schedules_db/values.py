@@ -81,6 +81,9 @@ class Target:
     llc_bytes: int | None
     peak_interference: float | None
     bandwidth_interference: float | None
+    bf16_unit: str | None
+    bf16_peak_gflops: float | None
+    bf16_interference: float | None
 
     @property
     def peak_trusted(self) -> bool:
@@ -91,6 +94,11 @@ class Target:
     def bandwidth_trusted(self) -> bool:
         """Whether the bandwidth was measured on a quiet machine (`is_quiet`)."""
         return is_quiet(self.bandwidth_interference)
+
+    @property
+    def bf16_peak_trusted(self) -> bool:
+        """Whether the bf16 peak was measured on a quiet machine (`is_quiet`)."""
+        return is_quiet(self.bf16_interference)
 
 
 @dataclass(frozen=True)

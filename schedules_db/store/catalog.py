@@ -86,6 +86,23 @@ class CatalogRows(Aggregate):
             row.peak_gflops, row.peak_interference = gflops, interference
             return True
 
+    def set_bf16_peak(
+        self, target_id: int, unit: str, gflops: float, *, interference: float | None
+    ) -> bool:
+        """Record the bf16 peak a worker of this target measured on its fastest bf16 ``unit``
+        ("amx", "avx512_bf16"), kept as `set_peak` keeps the fp32 one; a measurement of another
+        unit (the machine changed) replaces it. True when it changed."""
+        with self._session() as s:
+            row = s.scalar(select(TargetRow).where(TargetRow.id == target_id).with_for_update())
+            if row is None:
+                return False
+            same_unit = row.bf16_unit == unit
+            keep = _kept(row.bf16_interference, interference) if same_unit else "replace"
+            if keep == "skip" or (keep == "best" and (row.bf16_peak_gflops or 0.0) >= gflops):
+                return False
+            row.bf16_unit, row.bf16_peak_gflops, row.bf16_interference = unit, gflops, interference
+            return True
+
     def set_bandwidth(
         self,
         target_id: int,

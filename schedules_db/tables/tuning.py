@@ -57,6 +57,11 @@ class TargetRow(Base):
     # figure was measured under load and yields no roofline.
     peak_interference: Mapped[float | None] = mapped_column(Float, nullable=True)
     bandwidth_interference: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # The bf16 peak (bf16 products, fp32 sums) of the target's fastest bf16 unit ("amx",
+    # "avx512_bf16"), with its interference as above; NULL: none measured or none to measure.
+    bf16_unit: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    bf16_peak_gflops: Mapped[float | None] = mapped_column(Float, nullable=True)
+    bf16_interference: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
 class WorkloadRow(Base):

@@ -30,6 +30,9 @@ def record_figures(store: Store, target_id: int, figures: Figures) -> None:
     """Offer ``figures`` to the store, which keeps what it trusts most (see the module)."""
     bandwidth = figures.bandwidth
     store.catalog.set_peak(target_id, figures.peak_gflops, interference=figures.peak_interference)
+    if figures.bf16_unit is not None and figures.bf16_peak_gflops is not None:
+        store.catalog.set_bf16_peak(target_id, figures.bf16_unit, figures.bf16_peak_gflops,
+                                    interference=figures.bf16_interference)  # fmt: skip
     store.catalog.set_bandwidth(
         target_id,
         bandwidth.cache_gbps,
@@ -39,25 +42,42 @@ def record_figures(store: Store, target_id: int, figures: Figures) -> None:
         bandwidth.llc_bytes,
         interference=figures.bandwidth_interference,
     )
-    log.info("target %s: fp32 FMA peak %.0f GFLOPS; bandwidth %.0f GB/s in cache (%d KiB), "
-             "%s, %.0f GB/s in memory; %s", target_id, figures.peak_gflops,
+    log.info("target %s: fp32 FMA peak %.0f GFLOPS; %s; bandwidth %.0f GB/s in cache (%d KiB), "
+             "%s, %.0f GB/s in memory; %s", target_id, figures.peak_gflops, _bf16_words(figures),
              bandwidth.cache_gbps, bandwidth.cache_bytes >> 10,
              "no shared cache" if not bandwidth.llc_bytes else
              f"{bandwidth.llc_gbps:.0f} GB/s in the shared cache ({bandwidth.llc_bytes >> 10} KiB)",
              bandwidth.memory_gbps, _load_words(figures))  # fmt: skip
 
 
+def _bf16_words(figures: Figures) -> str:
+    """The bf16 peak, for the log."""
+    if figures.bf16_unit is None or figures.bf16_peak_gflops is None:
+        return "no bf16 unit"
+    return f"bf16 peak {figures.bf16_peak_gflops:.0f} GFLOPS ({figures.bf16_unit})"
+
+
 def _load_words(figures: Figures) -> str:
     """How busy the machine was, for the log."""
-    if is_quiet(figures.peak_interference) and is_quiet(figures.bandwidth_interference):
+    loads = [figures.peak_interference, figures.bandwidth_interference]
+    if figures.bf16_unit is not None:
+        loads.append(figures.bf16_interference)
+    if all(is_quiet(load) for load in loads):
         return "measured on a quiet machine"
-    return (f"measured under load ({_cores(figures.peak_interference)} and "
-            f"{_cores(figures.bandwidth_interference)} of other work on the cores they need): "
-            "not trusted, measured again before the next job")  # fmt: skip
+    cores = " and ".join(_cores(load) for load in loads)
+    return (f"measured under load ({cores} of other work on the cores they need): not trusted, "
+            "measured again before the next job")  # fmt: skip
 
 
 def _cores(value: float | None) -> str:
     return "an unknown amount" if value is None else f"{value:.2f} cores"
+
+
+def _trusted(target: Target) -> bool:
+    """Whether the store holds every figure of ``target`` from a quiet machine (the bf16 peak
+    only where one was measured: a target without a bf16 unit has none to trust)."""
+    bf16_ok = target.bf16_peak_gflops is None or target.bf16_peak_trusted
+    return target.peak_trusted and target.bandwidth_trusted and bf16_ok
 
 
 @dataclass
@@ -87,7 +107,7 @@ class FiguresKeeper:
         """``target`` as the store holds it after measuring it again if its figures are not
         trusted and it is time; unchanged otherwise, and when measuring fails (logged: a job
         never fails for it, it only searches without a roofline)."""
-        if canonical.get("kind") != "llvm" or (target.peak_trusted and target.bandwidth_trusted):
+        if canonical.get("kind") != "llvm" or _trusted(target):
             return target
         if time.monotonic() - self._last.get(target.id, -math.inf) < self.every_s:
             return target

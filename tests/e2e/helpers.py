@@ -152,6 +152,7 @@ def unreachable_target_figures(store_url: str) -> None:
             update(TargetRow).values(
                 peak_gflops=1e12, cache_gbps=1e12, memory_gbps=1e12, cache_bytes=1 << 20,
                 llc_gbps=None, llc_bytes=None, peak_interference=0.0, bandwidth_interference=0.0,
+                bf16_interference=0.0,
             )
         )  # fmt: skip
     engine.dispose()

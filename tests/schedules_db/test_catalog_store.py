@@ -101,3 +101,25 @@ def test_the_best_quiet_figure_is_kept_and_a_loaded_one_never_replaces_it(store:
                                            interference=0.4)  # fmt: skip
     assert store.catalog.get_target(target.id).cache_gbps == 400.0
     assert not store.catalog.set_peak(10**6, 1.0, interference=0.0)
+
+
+def test_the_bf16_peak_is_kept_as_the_fp32_one_and_apart_from_it(store: Store) -> None:
+    """Issue 39: the bf16 unit's peak, kept by the same rule; it never changes the fp32 peak."""
+    target = store.catalog.get_or_create_target({"kind": "llvm", "mcpu": "b"}, "llvm", "b", {})
+    assert (target.bf16_unit, target.bf16_peak_gflops) == (None, None)
+    store.catalog.set_peak(target.id, 230.0, interference=0.0)
+
+    def bf16(unit: str, gflops: float, interference: float | None) -> tuple:
+        changed = store.catalog.set_bf16_peak(target.id, unit, gflops, interference=interference)
+        got = store.catalog.get_target(target.id)
+        return changed, got.bf16_unit, got.bf16_peak_gflops, got.bf16_peak_trusted
+
+    assert bf16("avx512_bf16", 300.0, 0.6) == (True, "avx512_bf16", 300.0, False)
+    assert bf16("avx512_bf16", 250.0, 0.9) == (False, "avx512_bf16", 300.0, False)
+    assert bf16("avx512_bf16", 450.0, 0.0) == (True, "avx512_bf16", 450.0, True)
+    assert bf16("avx512_bf16", 440.0, 0.01) == (False, "avx512_bf16", 450.0, True)
+    assert bf16("avx512_bf16", 900.0, 0.5) == (False, "avx512_bf16", 450.0, True)
+    # Another unit (the machine behind the target changed): its figure, whatever it was.
+    assert bf16("amx", 6000.0, 0.3) == (True, "amx", 6000.0, False)
+    assert store.catalog.get_target(target.id).peak_gflops == 230.0
+    assert not store.catalog.set_bf16_peak(10**6, "amx", 1.0, interference=0.0)

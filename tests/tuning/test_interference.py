@@ -53,3 +53,5 @@ def test_figures_measured_beside_busy_cores_are_not_trusted() -> None:
     assert figures is not None and figures.peak_gflops > 0 and figures.bandwidth.cache_gbps > 0
     assert not is_quiet(figures.peak_interference), figures
     assert not is_quiet(figures.bandwidth_interference), figures
+    if figures.bf16_unit is not None:  # a host with AVX512-BF16 or AMX
+        assert figures.bf16_peak_gflops and not is_quiet(figures.bf16_interference), figures

@@ -1,3 +1,5 @@
+# TVMScript's buffer annotations are calls, not types: mypy cannot read its kernels.
+# mypy: disable-error-code="valid-type,untyped-decorator"
 """The bf16 peak of a CPU target, measured on this machine as `tuning.hardware.peak` measures the
 fp32 one: what a perfect bf16 kernel (bf16 products, fp32 accumulation) could reach on its
 cores. A bf16 kernel's "% of peak" is against this figure, never against the fp32 peak.

@@ -24,6 +24,16 @@ class TargetBandwidth(TypedDict):
     llc_bytes: int | None
 
 
+class TargetBf16Peak(TypedDict):
+    """The bf16 peak of a target's fastest bf16 unit: ``amx`` (AMX-BF16 tiles) or
+    ``avx512_bf16`` (vdpbf16ps), in GFLOPS, with the other work its cores saw meanwhile (cores'
+    worth; above 0.1 it was measured under load and is not trusted)."""
+
+    unit: str
+    gflops: float
+    interference: float | None
+
+
 class TargetOut(TypedDict):
     """A target: its key (hash of the canonical JSON), label, kind and the hosts' fingerprint."""
 
@@ -52,6 +62,14 @@ class TargetOut(TypedDict):
     bandwidth_interference: Annotated[
         float | None,
         Field(description="the same for the bandwidth"),
+    ]
+    bf16_peak: Annotated[
+        TargetBf16Peak | None,
+        Field(
+            description="the peak of its fastest bf16 unit (bf16 products summed in fp32), as"
+            " its worker measured it (null: the target has no bf16 unit, or none measured yet);"
+            " a bf16 kernel's share of peak is against it, never against the fp32 peak"
+        ),
     ]
 
 
@@ -140,6 +158,18 @@ def target_json(target: Target) -> TargetOut:
         "bandwidth": bandwidth_json(Bandwidth.of(target)),
         "peak_interference": target.peak_interference,
         "bandwidth_interference": target.bandwidth_interference,
+        "bf16_peak": bf16_peak_json(target),
+    }
+
+
+def bf16_peak_json(target: Target) -> TargetBf16Peak | None:
+    """A target's measured bf16 peak (`TargetBf16Peak`), or None."""
+    if target.bf16_unit is None or target.bf16_peak_gflops is None:
+        return None
+    return {
+        "unit": target.bf16_unit,
+        "gflops": target.bf16_peak_gflops,
+        "interference": target.bf16_interference,
     }
 
 
