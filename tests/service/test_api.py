@@ -156,9 +156,10 @@ def test_operators_list_schemas_and_examples(api: tuple[httpx.Client, Path]) -> 
     assert set(matmul["params_schema"]["properties"]) >= {"M", "N", "K"}
     assert matmul["params_schema"]["properties"]["M"]["maximum"] >= 1024
     assert matmul["example"]["operator"]["name"] == "matmul"
-    assert matmul["dtypes"] == ["float32", "float16", "int8"]
+    assert matmul["dtypes"] == ["float32", "float16", "int8", "bfloat16"]
     assert ops["softmax"]["dtypes"] == ["float32", "float16"]
     assert "int8" in matmul["tolerance"] and "float16" in matmul["tolerance"]
+    assert "bfloat16" in matmul["tolerance"]
 
 
 def test_cache_hit_and_schedule_download_without_any_worker(
@@ -335,6 +336,35 @@ def test_dtypes_outside_an_operators_set_are_a_422(api: tuple[httpx.Client, Path
         "depthwise_conv2d",
         "max_pool2d",
     }
+    assert {n for n, a in offered.items() if "bfloat16" in a} == {"matmul", "batch_matmul", "dense"}
+
+
+@pytest.mark.parametrize(
+    ("mcpu", "accepted"),
+    [("skylake-avx512", False), ("rocketlake", False), ("znver4", True), ("sapphirerapids", True)],
+)
+def test_bfloat16_needs_a_target_with_a_bf16_unit(
+    api: tuple[httpx.Client, Path], mcpu: str, accepted: bool
+) -> None:
+    """Issue 39: a bf16 kernel only where AVX512-BF16 or AMX-BF16 can run it; elsewhere a 422
+    naming the dtype and the missing feature, and nothing recorded."""
+    client, data_dir = api
+    target = {"kind": "llvm", "mcpu": mcpu, "num-cores": 2}
+    params = {"M": 8, "N": 32, "K": 16, "dtype": "bfloat16"}
+    before = row_counts(data_dir)
+    response = client.post("/jobs", json=_body(params, target=target, trials=4, name="dense"))
+    if accepted:
+        assert response.status_code == 201, response.text
+        assert response.json()["operator"]["params"]["dtype"] == "bfloat16"
+        return
+    assert response.status_code == 422, response.text
+    (detail,) = response.json()["detail"]
+    assert detail["loc"] == ["body", "operator", "params", "dtype"]
+    assert detail["type"] == "missing_cpu_feature" and "AVX512-BF16" in detail["msg"]
+    assert row_counts(data_dir) == before
+    # The same operator in float32 is taken on that target.
+    fp32 = client.post("/jobs", json=_body({**params, "dtype": "float32"}, target=target))
+    assert fp32.status_code == 201, fp32.text
 
 
 def test_auto_space_is_packed_for_weights_and_plain_otherwise(

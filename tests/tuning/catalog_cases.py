@@ -118,6 +118,13 @@ CASES += [
     ("layer_norm", {"rows": 4, "cols": 32, **_F16}),
     ("softmax", {"rows": 4, "cols": 32, **_F16}),
 ]
+_BF16 = {"dtype": "bfloat16"}
+# bfloat16 contractions (fp32 products and sums, fp32 result).
+CASES += [
+    ("matmul", {"M": 8, "N": 32, "K": 16, **_BF16}),
+    ("batch_matmul", {"B": 2, "M": 4, "N": 16, "K": 6, **_BF16}),
+    ("dense", {"M": 3, "N": 16, "K": 8, "bias": True, **_BF16}),
+]
 
 
 def case_id(case: tuple[str, dict]) -> str:

@@ -31,6 +31,7 @@ TRIALS = 2
 # kernel is checked against its reference in test_catalog_references.py either way.
 CI_CASES = {
     "matmul-float16",
+    "dense-bias-bfloat16",
     "conv2d-NCHW-int8",
     "conv2d-NHWC",
     "depthwise_conv2d-NHWC",

@@ -8,6 +8,11 @@
 - ``int8``: int8 operands, int32 arithmetic; contractions (matmul, dense, conv) return the int32
   accumulator, as TOPI's ``out_dtype="int32"`` and quantized inference do; max pooling returns
   int8. Integer results are compared exactly.
+- ``bfloat16`` (matmul, batch_matmul, dense): bf16 operands, fp32 products and sums, an fp32
+  result (what bf16 autocast and oneDNN's bf16 GEMMs return). A product of two bf16 is exact in
+  fp32, so the reference (float64 from the same bf16 inputs) is held to the float32 tolerance.
+  Only a target with a bf16 unit takes it (`tuning.hardware.bf16`): elsewhere it would be a
+  float32 kernel in disguise. numpy spells it ``ml_dtypes.bfloat16`` (`numpy_dtype`).
 """
 
 from __future__ import annotations
@@ -20,14 +25,22 @@ from pydantic import Field
 TOLERANCE_RULES = (
     "float32: the operator's float32 tolerance; "
     "float16 (fp32 arithmetic, one rounding): rtol >= 2e-3, atol + 1e-3 against a float64 "
-    "reference rounded to float16; int8 (int32 arithmetic): exact"
+    "reference rounded to float16; int8 (int32 arithmetic): exact; "
+    "bfloat16 (matmul, batch_matmul, dense: fp32 products and sums, fp32 result, targets with "
+    "AMX-BF16 or AVX512-BF16 only): the float32 tolerance against a float64 reference of the "
+    "same bf16 inputs"
 )
 
 Float32Only = Annotated[Literal["float32"], Field(description=TOLERANCE_RULES)]
 Floats = Annotated[Literal["float32", "float16"], Field(description=TOLERANCE_RULES)]
 FloatsAndInt8 = Annotated[Literal["float32", "float16", "int8"], Field(description=TOLERANCE_RULES)]
+Contractions = Annotated[
+    Literal["float32", "float16", "int8", "bfloat16"], Field(description=TOLERANCE_RULES)
+]
 
-COMPUTE_DTYPE = {"float32": "float32", "float16": "float32", "int8": "int32"}
+COMPUTE_DTYPE = {"float32": "float32", "float16": "float32", "int8": "int32", "bfloat16": "float32"}
+BFLOAT16 = "bfloat16"
+BF16_SUFFIX = ".bf16.npy"  # a .npy file of a bfloat16 array's uint16 bits (npy has no bf16)
 INT8_RANGE = (-128, 128)  # numpy's half-open bounds for random int8 operands
 
 
@@ -37,8 +50,19 @@ def compute_dtype(dtype: str) -> str:
 
 
 def contraction_result(dtype: str) -> str:
-    """The result dtype of a matmul/dense/conv on ``dtype`` operands (int8 gives int32)."""
-    return "int32" if dtype == "int8" else dtype
+    """The result dtype of a matmul/dense/conv on ``dtype`` operands (int8 gives int32,
+    bfloat16 float32)."""
+    return {"int8": "int32", BFLOAT16: "float32"}.get(dtype, dtype)
+
+
+def numpy_dtype(dtype: str) -> Any:
+    """numpy's dtype for a TVM dtype name (``bfloat16`` is ml_dtypes', which numpy only knows by
+    name once ml_dtypes is imported)."""
+    if dtype == BFLOAT16:
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(dtype)
 
 
 def operand(shape: Any, dtype: str, name: str) -> tuple[Any, Any]:
@@ -69,6 +93,8 @@ def random_operand(
     small integers for other integer dtypes."""
     if dtype == "int8":
         return rng.integers(*INT8_RANGE, size=shape, dtype=np.int8)
+    if dtype == BFLOAT16:
+        return rng.uniform(low, high, size=shape).astype(numpy_dtype(dtype))
     if np.issubdtype(np.dtype(dtype), np.integer):
         return rng.integers(-8, 8, size=shape).astype(dtype)
     return rng.uniform(low, high, size=shape).astype(dtype)

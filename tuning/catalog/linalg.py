@@ -9,7 +9,7 @@ from pydantic import model_validator
 
 from tuning.catalog.base import Dim, Operator, OpParams
 from tuning.catalog.dtypes import (
-    FloatsAndInt8,
+    Contractions,
     compute_dtype,
     contraction_result,
     store_as,
@@ -25,7 +25,7 @@ class BatchMatmulParams(OpParams):
     M: Dim
     N: Dim
     K: Dim
-    dtype: FloatsAndInt8 = "float32"
+    dtype: Contractions = "float32"
 
     @model_validator(mode="after")
     def _not_absurd(self) -> BatchMatmulParams:
@@ -72,13 +72,13 @@ class BatchMatmul(Operator[BatchMatmulParams]):
 
 class DenseParams(OpParams):
     """X is M×K, the weight N×K (as in a fully connected layer), an optional bias of N (in the
-    result dtype: int32 for int8 operands, as in quantized inference)."""
+    result dtype: int32 for int8 operands, as in quantized inference; float32 for bfloat16)."""
 
     M: Dim
     N: Dim
     K: Dim
     bias: bool = False
-    dtype: FloatsAndInt8 = "float32"
+    dtype: Contractions = "float32"
 
     @model_validator(mode="after")
     def _not_absurd(self) -> DenseParams:

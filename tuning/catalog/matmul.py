@@ -9,7 +9,7 @@ from pydantic import model_validator
 
 from tuning.catalog.base import Dim, Operator, OpParams
 from tuning.catalog.dtypes import (
-    FloatsAndInt8,
+    Contractions,
     compute_dtype,
     contraction_result,
     store_as,
@@ -25,7 +25,7 @@ class MatmulParams(OpParams):
     M: Dim
     N: Dim
     K: Dim
-    dtype: FloatsAndInt8 = "float32"
+    dtype: Contractions = "float32"
 
     @model_validator(mode="after")
     def _not_absurd(self) -> MatmulParams:
@@ -38,7 +38,10 @@ class Matmul(Operator[MatmulParams]):
     """Dense matrix product of two row-major matrices."""
 
     name = "matmul"
-    description = "C[M,N] = A[M,K] @ B[K,N] (row-major; fp16 accumulates in fp32, int8 in int32)"
+    description = (
+        "C[M,N] = A[M,K] @ B[K,N] (row-major; fp16 accumulates in fp32, int8 in int32, bf16 in"
+        " fp32 with an fp32 result)"
+    )
     Params = MatmulParams
     example = {"M": 512, "N": 512, "K": 512}
     constant_operands = (1,)  # B, as a layer's weight matrix

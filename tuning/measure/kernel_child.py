@@ -11,7 +11,8 @@ Requests (``op``):
 
 * ``time``: ``library``, ``entry``, ``args`` ([[shape, dtype], ...]), ``number``, ``repeat``,
   ``min_repeat_ms`` → ``run_secs``: the entry timed by `time_evaluator` on random operands;
-* ``run``: ``library``, ``inputs`` (``.npy`` file names in the kernel directory), ``packed``
+* ``run``: ``library``, ``inputs`` (``.npy`` file names in the kernel directory; a
+  ``.bf16.npy`` file holds a bfloat16 array's uint16 bits), ``packed``
   ([{index, function, packed_shape, dtype}]: weights packed by their ``pack_<i>`` first,
   then ``main_packed`` runs), ``out`` ([shape, dtype]) → ``output``: its bytes in base64;
 * ``forget``: ``library`` → the module is dropped.
@@ -93,11 +94,15 @@ class Kernels:
         import numpy as np
         import tvm
 
+        from tuning.catalog.dtypes import BF16_SUFFIX, BFLOAT16, numpy_dtype
+
         module = self.module(request["library"])
-        args = [
-            tvm.runtime.tensor(np.load(self._path(name), allow_pickle=False), self.device)
-            for name in request["inputs"]
-        ]
+        args = []
+        for name in request["inputs"]:
+            array = np.load(self._path(name), allow_pickle=False)
+            if name.endswith(BF16_SUFFIX):
+                array = array.view(numpy_dtype(BFLOAT16))
+            args.append(tvm.runtime.tensor(array, self.device))
         for param in request.get("packed", []):
             packed = tvm.runtime.empty(param["packed_shape"], param["dtype"], self.device)
             module[param["function"]](args[param["index"]], packed)

@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from tuning.catalog.dtypes import BF16_SUFFIX, BFLOAT16, numpy_dtype
 from tuning.checks.library_check import check_library
 from tuning.jail.cgroups import kill_uid, make_cgroups, remove_cgroups
 from tuning.jail.isolated import (
@@ -115,11 +116,16 @@ class KernelJail:
         return name
 
     def add_array(self, array: np.ndarray) -> str:
-        """An input array as a ``.npy`` file the runner reads; its name there."""
-        name = f"a{next(self._names)}.npy"
+        """An input array as a ``.npy`` file the runner reads; its name there. A bfloat16
+        array (ml_dtypes') travels as its uint16 bits in a ``.bf16.npy`` file: ``.npy`` has no
+        bfloat16 and would hand back raw void records."""
+        bits = array.dtype == numpy_dtype(BFLOAT16)
+        name = f"a{next(self._names)}{BF16_SUFFIX if bits else '.npy'}"
         self.directory.mkdir(mode=0o755, exist_ok=True)
         # order="C", not ascontiguousarray: that makes a 0-d array (a scalar operand) 1-d.
-        np.save(self.directory / name, np.asarray(array, order="C"), allow_pickle=False)
+        stored = np.asarray(array, order="C")
+        np.save(self.directory / name, stored.view(np.uint16) if bits else stored,
+                allow_pickle=False)  # fmt: skip
         (self.directory / name).chmod(0o644)
         return name
 
@@ -170,7 +176,7 @@ class KernelJail:
             self.timeout_s,
         )  # fmt: skip
         encoded = answer.get("output")
-        dtype = np.dtype(out_dtype)
+        dtype = numpy_dtype(out_dtype)
         expected = math.prod(int(x) for x in out_shape) * dtype.itemsize
         if not isinstance(encoded, str) or len(encoded) > 4 * (expected // 3 + 1) + 4:
             raise KernelRunFailed("the kernel runner answered out of protocol")

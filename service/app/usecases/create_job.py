@@ -25,7 +25,10 @@ from service.app.usecases.dispatch import dispatch_or_defer
 from service.shared.queue import JobQueue, queue_name
 from service.shared.settings import Settings
 from tuning.catalog import get_operator, list_operators
+from tuning.catalog.dtypes import BFLOAT16
 from tuning.catalog.workload import WorkloadSpec, catalog_workload
+from tuning.hardware.bf16 import bf16_unit, missing_bf16_words
+from tuning.hardware.targets import ResolvedTarget
 from tuning.search.spaces import SpaceError, resolve_space
 
 
@@ -85,6 +88,7 @@ def create_job(
     else:
         assert request.operator is not None  # a request holds exactly one of the two
         workload = _catalog_workload(request.operator)
+        _check_precision(workload, target)
     space = _job_space(request, target.kind)
 
     stored_target = record_target(store, request.target, target)
@@ -139,6 +143,20 @@ def _catalog_workload(spec: OperatorChoice) -> WorkloadSpec:
     except ValidationError as err:
         raise InvalidFields(err.errors(include_url=False), ("body", "operator", "params")) from None
     return catalog_workload(op.name, params)
+
+
+def _check_precision(workload: WorkloadSpec, target: ResolvedTarget) -> None:
+    """A 422 when a bfloat16 operator is asked of a target without a bf16 unit: its kernel
+    would be a float32 kernel reading bf16 (or one built for an instruction it lacks)."""
+    if workload.params.get("dtype") != BFLOAT16 or bf16_unit(target.tvm()) is not None:
+        return
+    raise InvalidInput(
+        ("body", "operator", "params", "dtype"),
+        f"bfloat16 needs a target with {missing_bf16_words()}; target {target.label!r} has"
+        " neither (an llvm target names them by its mcpu, or in mattr: +avx512bf16)",
+        "missing_cpu_feature",
+        BFLOAT16,
+    )
 
 
 def _job_space(request: JobRequest, target_kind: str) -> str:
