@@ -60,10 +60,28 @@ def share_of_peak(
     return min(100.0, 100.0 * (gflops / peak))  # the ratio first: 1.0 exactly at the peak
 
 
+def peak_for(target: Any, workload_params: dict[str, Any] | None) -> dict[str, Any]:
+    """The peak a kernel of a workload with these params is measured against on ``target``
+    (a target as the API shows it): its bf16 unit's for bfloat16 operands, else the fp32 FMA
+    peak; ``gflops``, ``interference`` and ``what`` (its name in words)."""
+
+    def field(obj: Any, name: str) -> Any:
+        return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+
+    if (workload_params or {}).get("dtype") == "bfloat16":
+        bf16 = field(target, "bf16_peak") or {}
+        unit = field(bf16, "unit")
+        what = f"bf16, {unit}" if unit else "bf16: no bf16 peak measured"
+        return {"gflops": field(bf16, "gflops"), "interference": field(bf16, "interference"),
+                "what": what}  # fmt: skip
+    return {"gflops": field(target, "peak_gflops"),
+            "interference": field(target, "peak_interference"), "what": "fp32 FMA"}  # fmt: skip
+
+
 def params(values: dict[str, Any]) -> str:
     """An operator's params as ``M=64 N=64 dtype=float32``."""
     return " ".join(f"{k}={v}" for k, v in values.items())
 
 
 FILTERS = {"latency": latency, "number": number, "ratio": ratio, "age": age, "params": params,
-           "share_of_peak": share_of_peak}  # fmt: skip
+           "share_of_peak": share_of_peak, "peak_for": peak_for}  # fmt: skip

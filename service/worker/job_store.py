@@ -16,6 +16,7 @@ from typing import Any
 from schedules_db.store import Store
 from schedules_db.values import USER, Job, NewSchedule, Target, Workload
 from tuning.catalog import get_operator
+from tuning.catalog.dtypes import BFLOAT16
 from tuning.catalog.workload import catalog_workload
 from tuning.checks.tir_checks import check_user_function
 from tuning.hardware.roofline import roofline_us
@@ -42,7 +43,8 @@ class JobInputs:
     def roofline_us(self) -> float | None:
         """The least time any kernel of the workload can take on the target, from the figures
         its workers measured (`tuning.hardware.roofline`); None before any was measured."""
-        return roofline_us(self.workload.flop, self.bytes_moved, self.target)
+        bf16 = self.workload.params.get("dtype") == BFLOAT16
+        return roofline_us(self.workload.flop, self.bytes_moved, self.target, bf16)
 
 
 def load_inputs(store: Store, job_id: int) -> JobInputs:

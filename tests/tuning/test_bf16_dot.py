@@ -1,60 +1,155 @@
-"""The AVX512-BF16 micro-kernel: a bf16 matmul tensorized on vdpbf16ps, its weight packed by a
-function of its own (as an artifact ships it), equal to a float64 product of the same bf16
-inputs to fp32 rounding (run where the CPU has the instruction; compiled everywhere)."""
+"""The AVX512-BF16 micro-kernel in the packed space: offered for bf16 matmul/dense blocks on a
+target with a bf16 unit (and only there), its trace passes the gate and replays, its weight is
+packed by a function of its own (as an artifact ships it), it compiles to vdpbf16ps and, where
+the CPU has the instruction, equals the float64 reference of the same bf16 inputs."""
 
 from __future__ import annotations
 
-import ml_dtypes
+from pathlib import Path
+
 import numpy as np
 import pytest
 import tvm
+from tvm.s_tir.meta_schedule import TuneContext
 
+from schedules_db import Store, make_engine, upgrade_schema
+from service.worker.execution import WorkerContext, run_job
+from tuning.catalog import get_operator
+from tuning.catalog.workload import catalog_workload
+from tuning.checks.library_check import UnsafeLibrary
+from tuning.hardware.bf16 import DOT_16x2
 from tuning.hardware.host import cpu_flags
-from tuning.publish.packing import PACKED_ENTRY, split_packed
-from tuning.search.bf16_dot import bf16_matmul, bf16_micro_kernel
+from tuning.hardware.intrinsics import load_tensor_intrinsics
+from tuning.hardware.targets import resolve_target
+from tuning.measure.timing import run_module
+from tuning.publish.packing import PACKED_ENTRY, PackedParam, split_packed
+from tuning.publish.verify import apply_trace, build_library
+from tuning.search.bf16_dot import bf16_axes
+from tuning.search.spaces import PACKED, space_generator, space_module
+from tuning.traces import trace_to_text
 
 ZEN4 = {"kind": "llvm", "mcpu": "znver4", "num-cores": 2}
+DENSE = {"M": 8, "N": 32, "K": 48, "bias": True, "dtype": "bfloat16"}
 
 
-def _scheduled(m: int, n: int, k: int, rows: int, vectors: int, kc: int) -> object:
-    sch = tvm.s_tir.Schedule(bf16_matmul(m, n, k))
-    bf16_micro_kernel(sch, rows, vectors, kc)
-    # No drop-in ``main``: there B's copy is a buffer of the kernel's own, which TVM's bf16
-    # legalisation widens to fp32, and the intrinsic reads bf16 bits.
-    return split_packed(sch.mod, drop_in=False)
+def _spaces(operator: str, params: dict, target: dict) -> tuple[object, list]:
+    """The packed space's design spaces of the operator, each through the space's
+    postprocessors (as a measured candidate is)."""
+    load_tensor_intrinsics([target])  # x86's alone, as a worker does (all of TVM's: ~30 s)
+    op = get_operator(operator)
+    spec = catalog_workload(operator, op.Params.model_validate(params))
+    mod = space_module(spec.mod, PACKED, op.constant_operands)
+    tvm_target = tvm.target.Target(target)
+    context = TuneContext(
+        mod=mod, target=tvm_target, space_generator=space_generator(PACKED, tvm_target, mod)
+    )
+    spaces = []
+    for space in context.generate_design_space():
+        sch = space.copy()
+        assert all(p.apply(sch) for p in context.space_generator.postprocs), space.trace
+        spaces.append(sch)
+    return mod, spaces
 
 
-def test_the_kernel_is_vdpbf16ps_with_its_weight_packed_once() -> None:
-    split = _scheduled(8, 64, 64, rows=4, vectors=2, kc=32)
+def _bf16_spaces(spaces: list) -> list:
+    return [s for s in spaces if DOT_16x2 in trace_to_text(s.trace.as_json())]
+
+
+def test_the_packed_space_offers_the_bf16_kernel_whose_trace_passes_and_replays() -> None:
+    mod, spaces = _spaces("dense", DENSE, ZEN4)
+    (bf16,) = _bf16_spaces(spaces)
+    assert len(spaces) > 1  # the spaces that widen bf16 stay beside it
+    scheduled = apply_trace(mod, trace_to_text(bf16.trace.as_json()))  # the gate, then replay
+    split = split_packed(scheduled, drop_in=False)
     (param,) = split.packed
-    assert (param.index, param.shape, param.packed_shape) == (1, [64, 64], [4, 32, 16, 2])
+    assert (param.index, param.shape, param.packed_shape) == (1, [32, 48], [2, 24, 16, 2])
+    assert param.dtype == "bfloat16" and split.entry == PACKED_ENTRY
     lib = tvm.compile(split.mod, target=ZEN4).mod
     asm = lib.inspect_source("asm").splitlines()
-    assert sum("vdpbf16ps" in line for line in asm) >= 4
+    assert sum("vdpbf16ps" in line for line in asm) >= 2
     assert not any("call" in line and "tunehub_dpbf16ps" in line for line in asm)
 
+    if "avx512bf16" not in (cpu_flags() or set()):
+        return  # compiled and checked above; running it needs the instruction
+    lib = tvm.compile(split.mod, target=resolve_target("host").canonical).mod  # this CPU's
+    op = get_operator("dense")
+    params = op.Params.model_validate(DENSE)
+    inputs, expected = op.make_case(params, mod["main"], np.random.default_rng(5))
+    rtol, atol = op.tolerance(params)
+    actual = run_module(lib, "llvm", inputs, [8, 32], "float32", split.packed)
+    np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol)
 
-def test_the_kernel_computes_the_bf16_product_in_fp32() -> None:
+
+@pytest.mark.parametrize(
+    ("operator", "params", "target"),
+    [
+        ("dense", {**DENSE, "dtype": "float32"}, ZEN4),  # fp32 operands
+        ("dense", DENSE, {**ZEN4, "mcpu": "skylake-avx512"}),  # no bf16 unit
+        ("matmul", {"M": 8, "N": 32, "K": 47, "dtype": "bfloat16"}, ZEN4),  # odd k: no pairs
+        ("matmul", {"M": 8, "N": 40, "K": 48, "dtype": "bfloat16"}, ZEN4),  # 40 columns
+    ],
+)
+def test_no_bf16_kernel_where_it_cannot_run_or_does_not_fit(
+    operator: str, params: dict, target: dict
+) -> None:
+    _, spaces = _spaces(operator, params, target)
+    assert spaces and not _bf16_spaces(spaces)
+
+
+def test_a_matmul_weight_is_read_k_first_and_a_dense_one_j_first() -> None:
+    for operator, params, k_first in (
+        ("matmul", {"M": 8, "N": 32, "K": 48, "dtype": "bfloat16"}, True),
+        ("dense", DENSE, False),
+    ):
+        op = get_operator(operator)
+        spec = catalog_workload(operator, op.Params.model_validate(params))
+        sch = tvm.s_tir.Schedule(space_module(spec.mod, PACKED, op.constant_operands))
+        block = sch.get_sblock("C" if operator == "matmul" else "T_matmul_NT")
+        found = bf16_axes(sch, block, budget=28)
+        assert found is not None and found.k_first is k_first and found.weight_read == 1
+
+
+def test_a_bf16_dense_job_publishes_the_vdpbf16ps_kernel(tmp_path: Path) -> None:
+    """The worker's job end to end (search with the bf16 seeds first, verification in the jail,
+    publication): on a CPU with AVX512-BF16 the bf16 kernel (about twice the widened kernels'
+    speed) wins and ships with its pack function and no drop-in main."""
     if "avx512bf16" not in (cpu_flags() or set()):
         pytest.skip("this CPU has no AVX512-BF16 (vdpbf16ps) to run the kernel on")
-    m, n, k = 8, 48, 96
-    split = _scheduled(m, n, k, rows=2, vectors=3, kc=32)
-    lib = tvm.compile(split.mod, target=ZEN4).mod
-    rng = np.random.default_rng(7)
-    a = rng.uniform(-4, 4, (m, k)).astype(ml_dtypes.bfloat16)
-    b = rng.uniform(-4, 4, (k, n)).astype(ml_dtypes.bfloat16)
-    (param,) = split.packed
-    packed = tvm.runtime.empty(param.packed_shape, "bfloat16")
-    lib[param.function](tvm.runtime.tensor(b), packed)
-    expected = a.astype(np.float64) @ b.astype(np.float64)
-    out = tvm.runtime.empty((m, n), "float32")
-    lib[PACKED_ENTRY](tvm.runtime.tensor(a), packed, out)
-    # Each product of two bf16 is exact in fp32; 96 fp32 sums round at most ~1e-6 of the scale.
-    np.testing.assert_allclose(out.numpy(), expected, rtol=0, atol=2e-6 * np.abs(expected).max())
+    engine = make_engine(f"sqlite:///{tmp_path / 'store.db'}")
+    upgrade_schema(engine)
+    store = Store(engine)
+    context = WorkerContext(
+        store=store, artifact_dir=tmp_path / "a", worker_name="pytest", num_trials_per_iter=8
+    )
+    op = get_operator("dense")
+    params = op.Params.model_validate({"M": 32, "N": 256, "K": 256, "dtype": "bfloat16"})
+    spec = catalog_workload("dense", params)
+    target = resolve_target("host")
+    row = store.catalog.get_or_create_target(target.canonical, target.kind, target.label, {})
+    workload = store.catalog.get_or_create_workload(
+        spec.shash, spec.mod_json, "dense", spec.params, spec.flop
+    )
+    job = store.jobs.create(workload.id, row.id, 8, "q", space=PACKED)
+    assert run_job(context, job.id) == "succeeded", store.jobs.get(job.id).error
+    best = store.schedules.get(store.jobs.get(job.id).schedule_id)
+    assert "tunehub_dpbf16ps" in best.tir and best.packed_params
+    module = tvm.runtime.load_module(
+        str(context.artifact_dir / store.schedules.get_artifact(best.artifact_id).path)
+    )
+    assert module.implements_function(PACKED_ENTRY) and not module.implements_function("main")
+    inputs, expected = op.make_case(params, spec.mod["main"], np.random.default_rng(9))
+    packed = [PackedParam(**p) for p in best.packed_params]
+    actual = run_module(module, "llvm", inputs, [32, 256], "float32", packed)
+    np.testing.assert_allclose(actual, expected, *op.tolerance(params))
+    engine.dispose()
 
 
-def test_shapes_the_kernel_cannot_take_are_refused() -> None:
-    with pytest.raises(ValueError, match="n % 16"):
-        bf16_matmul(8, 40, 64)
-    with pytest.raises(ValueError, match="k % 2"):
-        bf16_matmul(8, 32, 63)
+def test_a_vdpbf16ps_kernel_is_never_built_for_a_target_without_it(tmp_path: Path) -> None:
+    """A trace (imported, say) may tensorize any bf16 block with the intrinsic: the library
+    build refuses it for a target that does not declare AVX512-BF16."""
+    mod, spaces = _spaces("dense", DENSE, ZEN4)
+    (bf16,) = _bf16_spaces(spaces)
+    scheduled = split_packed(apply_trace(mod, trace_to_text(bf16.trace.as_json())), False).mod
+    with pytest.raises(UnsafeLibrary, match="vdpbf16ps"):
+        build_library(scheduled, {**ZEN4, "mcpu": "skylake-avx512"}, tmp_path / "k.so")
+    assert build_library(scheduled, ZEN4, tmp_path / "k.so").exists()

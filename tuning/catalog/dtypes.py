@@ -115,8 +115,10 @@ def summed_tolerance(terms: int) -> tuple[float, float]:
 
 def widen_tolerance(rtol: float, atol: float, out_dtype: str) -> tuple[float, float]:
     """The float32 tolerance turned into the one for a result of ``out_dtype``."""
-    if np.issubdtype(np.dtype(out_dtype), np.integer):
+    if np.issubdtype(numpy_dtype(out_dtype), np.integer):
         return 0.0, 0.0
     if out_dtype == "float16":
         return max(rtol, 2e-3), atol + 1e-3
+    if out_dtype == BFLOAT16:  # 8 significant bits: a ulp is 2^-7 of the value
+        return max(rtol, 1.6e-2), atol + 1e-2
     return rtol, atol

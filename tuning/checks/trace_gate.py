@@ -69,9 +69,11 @@ SCOPES = frozenset(
      "wmma.accumulator", "m16n8k8.matrixA", "m16n8k8.matrixB", "m16n8k8.matrixC"}
 )  # fmt: skip
 # The tensor intrinsics MetaSchedule's default CPU and CUDA rules tensorize with (TVM's
-# registry holds more, for other targets, whose bodies call other builtins).
+# registry holds more, for other targets, whose bodies call other builtins), and tunehub's
+# AVX512-BF16 dot product (`tuning.hardware.bf16.DOT_16x2`, a floor this one may not import:
+# its body is tunehub's, not the trace's).
 TENSOR_INTRINSICS = frozenset(
-    {"dot_16x4_vnni", "dot_16x4_avx512"}
+    {"dot_16x4_vnni", "dot_16x4_avx512", "tunehub_avx512bf16_dot_16x2"}
     | {f"wmma_fill_16x16x16_{t}" for t in ("f32", "f16", "s32")}
     | {f"wmma_load_16x16x16_{t}_{m}_shared_dyn" for t in ("f16", "s8")
        for m in ("a", "b", "b_trans")}

@@ -1,3 +1,5 @@
+# TVMScript's buffer annotations are calls, not types: mypy cannot read its kernels.
+# mypy: disable-error-code="valid-type,untyped-decorator"
 """The bf16 units of a CPU target and how tunehub's kernels reach them.
 
 Two x86 units multiply bf16 with fp32 accumulation:
@@ -41,6 +43,10 @@ declare <16 x float> @llvm.x86.avx512bf16.dpbf16ps.512(<16 x float>, <32 x bfloa
 attributes #0 = {{ alwaysinline nounwind "target-features"="+avx512f,+avx512bf16" }}
 """
 
+DOT_16x2 = "tunehub_avx512bf16_dot_16x2"  # C[16] += A[2] . B[16, 2] on vdpbf16ps
+LANES = 16  # fp32 accumulators in a zmm register
+PAIR = 2  # bf16 products each lane adds
+
 _SYS_ARCH_PRCTL = 158  # x86-64
 _ARCH_REQ_XCOMP_PERM = 0x1023
 _XFEATURE_XTILEDATA = 18
@@ -60,9 +66,17 @@ def bf16_unit(target: Any) -> str | None:
     return None
 
 
+def has_bf16_dot(target: Any) -> bool:
+    """Whether ``target`` (a TVM target) declares AVX512-BF16, the unit tunehub's bf16 kernels
+    are built for (`DOT_16x2`); AMX tiles alone are not used yet."""
+    from tvm.target import codegen
+
+    return target.kind.name == "llvm" and bool(codegen.target_has_features("avx512bf16", target))
+
+
 def missing_bf16_words() -> str:
-    """What a target lacks for bf16, in words for an error message."""
-    return f"{UNIT_NAMES[AMX]} or {UNIT_NAMES[AVX512_BF16]}"
+    """What a target lacks for tunehub's bf16 kernels, in words for an error message."""
+    return f"{UNIT_NAMES[AVX512_BF16]} (AMX tiles alone are not used yet)"
 
 
 @functools.cache
@@ -82,3 +96,53 @@ def request_amx() -> bool:
         ctypes.c_long(_XFEATURE_XTILEDATA),
     )
     return int(done) == 0
+
+
+def register_bf16_intrinsics() -> None:
+    """Register `DOT_16x2` with TVM (idempotent): every process that schedules or replays a
+    trace tensorized with it (`tuning.hardware.intrinsics.load_tensor_intrinsics` and the trace
+    gate call this)."""
+    from tvm.s_tir import TensorIntrin
+    from tvm.script import tirx as T
+
+    try:
+        TensorIntrin.get(DOT_16x2)
+        return
+    except Exception:  # noqa: BLE001, S110 - not registered yet: TVM raises a ValueError/TVMError
+        pass
+
+    @T.prim_func(s_tir=True)
+    def desc(
+        A: T.Buffer((PAIR,), "bfloat16", offset_factor=1),
+        B: T.Buffer((LANES, PAIR), "bfloat16", offset_factor=1),
+        C: T.Buffer((LANES,), "float32", offset_factor=1),
+    ) -> None:
+        with T.sblock("root"):
+            T.reads(C[0:LANES], A[0:PAIR], B[0:LANES, 0:PAIR])
+            T.writes(C[0:LANES])
+            for i, k in T.grid(LANES, PAIR):
+                with T.sblock("update"):
+                    vi, vk = T.axis.remap("SR", [i, k])
+                    C[vi] = C[vi] + T.Cast("float32", A[vk]) * T.Cast("float32", B[vi, vk])
+
+    @T.prim_func(s_tir=True)
+    def impl(
+        A: T.Buffer((PAIR,), "bfloat16", offset_factor=1),
+        B: T.Buffer((LANES, PAIR), "bfloat16", offset_factor=1),
+        C: T.Buffer((LANES,), "float32", offset_factor=1),
+    ) -> None:
+        with T.sblock("root"):
+            T.reads(C[0:LANES], A[0:PAIR], B[0:LANES, 0:PAIR])
+            T.writes(C[0:LANES])
+            with T.attr(0, "pragma_import_llvm", DPBF16PS_LL):
+                # The row's pair as one 32-bit value in every lane; the 16 columns' pairs.
+                pair = T.reinterpret("uint32", A[T.ramp(0, 1, PAIR)])
+                C[T.ramp(0, 1, LANES)] = T.call_pure_extern(
+                    "float32x16",
+                    DPBF16PS,
+                    C[T.ramp(0, 1, LANES)],
+                    T.reinterpret("uint16x32", T.Broadcast(pair, LANES)),
+                    T.reinterpret("uint16x32", B[0, T.ramp(0, 1, LANES * PAIR)]),
+                )
+
+    TensorIntrin.register(DOT_16x2, desc, impl)

@@ -8,6 +8,7 @@ trust and a worker measures again the ones it cannot (`service.worker.figures`).
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +18,8 @@ from tuning.hardware.peak import target_peak_gflops
 from tuning.hardware.peak_bf16 import target_bf16_peak
 from tuning.hardware.roofline import Bandwidth
 from tuning.hardware.threads import target_threads
+
+log = logging.getLogger("tunehub.figures")
 
 
 @dataclass(frozen=True)
@@ -43,7 +46,11 @@ def measure_figures(canonical: dict[str, Any]) -> Figures | None:
     with Interference(threads) as peak_load:
         peak = target_peak_gflops(canonical)
     with Interference(threads) as bf16_load:
-        bf16 = target_bf16_peak(canonical)
+        try:
+            bf16 = target_bf16_peak(canonical)
+        except Exception:  # noqa: BLE001 - the fp32 figures still count; the log says why
+            log.exception("measuring the bf16 peak of %s failed", canonical)
+            bf16 = None
     with Interference(threads) as bandwidth_load:
         bandwidth = target_bandwidth(canonical)
     if peak is None or bandwidth is None:

@@ -14,6 +14,8 @@ import types
 from pathlib import Path
 from typing import Any
 
+from tuning.hardware.bf16 import register_bf16_intrinsics
+
 PACKAGE = "tvm.s_tir.tensor_intrin"
 
 
@@ -34,9 +36,9 @@ def _families(target: dict[str, Any]) -> list[str]:
 
 
 def load_tensor_intrinsics(targets: list[dict[str, Any]]) -> list[str]:
-    """Register the intrinsic families the canonical ``targets`` may use (x86 for llvm, plus
-    Arm for Arm triples; cuda, rocm, metal for those kinds; every family for anything else).
-    Idempotent; returns the modules imported by this call."""
+    """Register the intrinsic families the canonical ``targets`` may use (x86 for llvm, with
+    tunehub's bf16 dot product, plus Arm for Arm triples; cuda, rocm, metal for those kinds;
+    every family for anything else). Idempotent; returns the modules imported by this call."""
     import tvm.s_tir
 
     package = sys.modules.get(PACKAGE)
@@ -49,6 +51,8 @@ def load_tensor_intrinsics(targets: list[dict[str, Any]]) -> list[str]:
         sys.modules[PACKAGE] = package
         tvm.s_tir.tensor_intrin = package
     wanted = dict.fromkeys(f for t in targets for f in _families(t))
+    if "x86" in wanted:
+        register_bf16_intrinsics()  # tunehub's own (`tuning.hardware.bf16`)
     loaded = []
     for family in wanted:
         name = f"{PACKAGE}.{family}"

@@ -65,17 +65,26 @@ class MeasuredTarget(Protocol):
     @property
     def llc_bytes(self) -> int | None: ...
     @property
+    def bf16_peak_gflops(self) -> float | None: ...
+    @property
     def peak_trusted(self) -> bool:
         """Whether the peak was measured on a quiet machine (`tuning.hardware.interference`)."""
+
+    @property
+    def bf16_peak_trusted(self) -> bool:
+        """Whether the bf16 peak was."""
 
     @property
     def bandwidth_trusted(self) -> bool:
         """Whether the bandwidth was."""
 
 
-def trusted_peak(target: MeasuredTarget) -> float | None:
+def trusted_peak(target: MeasuredTarget, bf16: bool = False) -> float | None:
     """The target's measured peak if it was measured on a quiet machine, else None: nothing
-    is derived from a peak measured under load."""
+    is derived from a peak measured under load. ``bf16``: the peak of its bf16 unit (a bf16
+    kernel's ceiling: `tuning.hardware.peak_bf16`), never the fp32 one."""
+    if bf16:
+        return target.bf16_peak_gflops if target.bf16_peak_trusted else None
     return target.peak_gflops if target.peak_trusted else None
 
 
@@ -93,12 +102,19 @@ def roofline_seconds(
     return max(times) if times else None
 
 
-def roofline_us(flop: float, nbytes: float | None, target: MeasuredTarget) -> float | None:
+def roofline_us(
+    flop: float, nbytes: float | None, target: MeasuredTarget, bf16: bool = False
+) -> float | None:
     """`roofline_seconds` in microseconds, from the figures ``target``'s workers measured on a
     quiet machine: one measured under load counts as not measured (a roofline from it would
-    be too long: a search would stop short of it, a kernel show closer than it is)."""
+    be too long: a search would stop short of it, a kernel show closer than it is). ``bf16``:
+    a workload on bf16 operands, whose compute ceiling is the bf16 unit's peak (none measured:
+    no roofline, rather than the fp32 peak's, which its kernels pass)."""
     trusted = Bandwidth.of(target, trusted=True)
-    secs = roofline_seconds(flop, nbytes, trusted_peak(target), trusted)
+    peak = trusted_peak(target, bf16)
+    if bf16 and peak is None:
+        return None
+    secs = roofline_seconds(flop, nbytes, peak, trusted)
     return None if secs is None else secs * 1e6
 
 

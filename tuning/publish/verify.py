@@ -13,8 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from tuning.checks.library_check import export_library
+from tuning.checks.library_check import UnsafeLibrary, export_library
 from tuning.checks.trace_gate import check_trace_text
+from tuning.hardware.bf16 import DPBF16PS, DOT_16x2, has_bf16_dot, register_bf16_intrinsics
 
 
 class VerificationError(Exception):
@@ -27,6 +28,8 @@ def apply_trace(mod: Any, trace_json: str) -> Any:
     from tvm.s_tir.schedule import Schedule, Trace
 
     trace = check_trace_text(trace_json)
+    if DOT_16x2 in trace_json:  # one of tunehub's own intrinsics: this process may lack it
+        register_bf16_intrinsics()
     sch = Schedule(mod)
     Trace.apply_json_to_schedule(trace, sch)
     return sch.mod
@@ -35,9 +38,13 @@ def apply_trace(mod: Any, trace_json: str) -> Any:
 def build_library(mod: Any, target: Any, path: Path) -> Path:
     """Compile ``mod`` with `tvm.compile` and export it as a checked shared library at
     ``path`` (`tuning.checks.library_check.export_library`): what is verified, timed and
-    served is that file."""
+    served is that file. A module calling tunehub's bf16 dot product (`DPBF16PS`, which a
+    trace may tensorize any bf16 block with) is refused for a target without AVX512-BF16
+    (`UnsafeLibrary`): its kernel would die of SIGILL where the target says it runs."""
     import tvm
 
+    if DPBF16PS in mod.script() and not has_bf16_dot(tvm.target.Target(target)):
+        raise UnsafeLibrary(f"the kernel uses vdpbf16ps, which target {target} does not have")
     return export_library(tvm.compile(mod, target=target), path)
 
 

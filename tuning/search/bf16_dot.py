@@ -5,123 +5,160 @@
 ``vdpbf16ps`` adds, in each of 16 fp32 lanes, the products of a pair of bf16 from each operand:
 for a matmul ``C[i, j] += A[i, k] * B[k, j]`` that is one row's pair ``A[i, k:k+2]`` broadcast
 against 16 columns' pairs of B, which must lie together: B packed as ``[j / 16, k / 2, 16, 2]``
-(the VNNI layout). `DOT_16x2` is the tensor intrinsic for it (TVM's x86 file has only the
-u8·i8 VNNI ones); its body calls `tuning.hardware.bf16.DPBF16PS`, always inlined.
+(the VNNI layout). `tuning.hardware.bf16.DOT_16x2` is the tensor intrinsic for it (TVM's x86
+file has only the u8·i8 VNNI ones); its body calls `tuning.hardware.bf16.DPBF16PS`, always
+inlined.
 
-`bf16_matmul` is the workload with the weight packing as a block of its own (marked as
-MetaSchedule's layout-rewrite preproc, so it runs once at load, as the packed space's weights
-do: `tuning.publish.packing`), and `bf16_micro_kernel` schedules it the way
-`tuning.search.micro_kernels` schedules fp32: a register block of ``rows`` x ``vectors``
-accumulators over a ``kc`` cache block of the packed weight, the column blocks in parallel.
+`Bf16MicroKernelOr` adds it to the packed space (on targets with a bf16 unit) for every catalog
+``matmul``/``dense`` block on bf16 operands with a layout-free weight (`bf16_axes`), beside the
+wrapped rule's spaces (which widen bf16 to fp32 as they load it): the search measures both.
+`bf16_tiles` copies the weight into the packed layout in a block marked as MetaSchedule's
+layout-rewrite preproc, so it runs once at load (the artifact's ``pack_<i>``,
+`tuning.publish.packing`), and tiles the matmul the way `tuning.search.micro_kernels` tiles
+fp32: a register block of ``rows`` x ``vectors`` accumulators over a k block of the packed
+weight, the column blocks in parallel, the epilogue per column block; the three are sampled.
 Measured (`bench/bf16_dense.py`) against the bf16 peak (`tuning.hardware.peak_bf16`).
 
-Its library has the per-call kernel and the pack function only (``split_packed(...,
-drop_in=False)``): in a drop-in ``main`` B's copy is a buffer of the kernel's own, which TVM's
-bf16 legalisation widens to fp32, and the intrinsic reads bf16 bits.
+Such a kernel has no drop-in ``main`` (``split_packed(..., drop_in=False)``): there the weight's
+copy is a buffer of the kernel's own, which TVM's bf16 legalisation widens to fp32, while the
+intrinsic reads bf16 bits. Its artifact has the per-call kernel and the pack function.
 """
 
 from __future__ import annotations
 
+import logging
+from dataclasses import dataclass
 from typing import Any
 
-from tuning.hardware.bf16 import DPBF16PS, DPBF16PS_LL
+from tvm.ir.utils import derived_object
+from tvm.s_tir.meta_schedule.schedule_rule import PyScheduleRule
 
-DOT_16x2 = "tunehub_avx512bf16_dot_16x2"
-LANES = 16  # fp32 accumulators in a zmm register
-PAIR = 2  # bf16 products each lane adds
-PACK_BLOCK = "B_pack"
+from tuning.hardware.bf16 import LANES, PAIR, DOT_16x2, register_bf16_intrinsics
+from tuning.ir import LAYOUT_FREE_ATTR, param_buffer
+from tuning.search.micro_kernels import MatmulAxes, elementwise_consumers, matmul_axes
+
+log = logging.getLogger("tunehub.bf16_dot")
+
 PREPROC = "meta_schedule.layout_rewrite_preproc"
+AUTO_TENSORIZE = "meta_schedule.auto_tensorize"
+K_PAIRS = (16, 32, 64, 128)  # k blocks the rule samples, in pairs (32 to 256 bf16)
 
 
-def register_bf16_intrinsics() -> None:
-    """Register `DOT_16x2` with TVM (idempotent)."""
-    from tvm.s_tir import TensorIntrin
-    from tvm.script import tirx as T
+@dataclass(frozen=True)
+class Bf16Axes:
+    """A block `Bf16MicroKernelOr` tiles: `matmul_axes`'s candidates, which read is the weight
+    and whether the weight is indexed ``[k, j]`` (matmul) or ``[j, k]`` (dense)."""
 
-    try:
-        TensorIntrin.get(DOT_16x2)
-        return
-    except Exception:  # noqa: BLE001, S110 - not registered yet: TVM raises a ValueError/TVMError
-        pass
-
-    @T.prim_func(s_tir=True)
-    def desc(
-        A: T.Buffer((PAIR,), "bfloat16", offset_factor=1),
-        B: T.Buffer((LANES, PAIR), "bfloat16", offset_factor=1),
-        C: T.Buffer((LANES,), "float32", offset_factor=1),
-    ) -> None:
-        with T.sblock("root"):
-            T.reads(C[0:LANES], A[0:PAIR], B[0:LANES, 0:PAIR])
-            T.writes(C[0:LANES])
-            for i, k in T.grid(LANES, PAIR):
-                with T.sblock("update"):
-                    vi, vk = T.axis.remap("SR", [i, k])
-                    C[vi] = C[vi] + T.Cast("float32", A[vk]) * T.Cast("float32", B[vi, vk])
-
-    @T.prim_func(s_tir=True)
-    def impl(
-        A: T.Buffer((PAIR,), "bfloat16", offset_factor=1),
-        B: T.Buffer((LANES, PAIR), "bfloat16", offset_factor=1),
-        C: T.Buffer((LANES,), "float32", offset_factor=1),
-    ) -> None:
-        with T.sblock("root"):
-            T.reads(C[0:LANES], A[0:PAIR], B[0:LANES, 0:PAIR])
-            T.writes(C[0:LANES])
-            with T.attr(0, "pragma_import_llvm", DPBF16PS_LL):
-                # The row's pair as one 32-bit value in every lane; the 16 columns' pairs.
-                pair = T.reinterpret("uint32", A[T.ramp(0, 1, PAIR)])
-                C[T.ramp(0, 1, LANES)] = T.call_pure_extern(
-                    "float32x16",
-                    DPBF16PS,
-                    C[T.ramp(0, 1, LANES)],
-                    T.reinterpret("uint16x32", T.Broadcast(pair, LANES)),
-                    T.reinterpret("uint16x32", B[0, T.ramp(0, 1, LANES * PAIR)]),
-                )
-
-    TensorIntrin.register(DOT_16x2, desc, impl)
+    axes: MatmulAxes
+    weight_read: int
+    k_first: bool
+    k_pairs: tuple[int, ...]
 
 
-def bf16_matmul(m: int, n: int, k: int) -> Any:
-    """The PrimFunc ``C[m, n] = A[m, k] @ B[k, n]``, A and B bf16, C fp32 (fp32 sums), reading B
-    through a copy, the `PACK_BLOCK` block (`bf16_micro_kernel` lays it out packed). ``n`` a
-    multiple of 16, ``k`` even."""
-    from tvm import te
+def bf16_axes(sch: Any, block: Any, budget: int) -> Bf16Axes | None:
+    """How `bf16_tiles` would tile ``block``, or None: a `matmul_axes` block without batch
+    axes whose two operands are bfloat16, the weight a layout-free parameter read ``[k, j]``
+    or ``[j, k]``, an fp32 output of 16-column vectors and an even ``k``."""
+    axes = matmul_axes(sch, block, 512, budget)
+    if axes is None or axes.batch or axes.lanes != LANES or axes.k_extent % PAIR:
+        return None
+    stmt = sch.get(block)
+    out = stmt.writes[0].source
+    reads = [r for r in stmt.reads if not r.source.same_as(out)]
+    if str(out.dtype) != "float32" or any(str(r.source.dtype) != "bfloat16" for r in reads):
+        return None
+    func = sch.mod["main"]
+    free = {int(x) for x in func.attrs.get(LAYOUT_FREE_ATTR, [])} if func.attrs else set()
+    weights = {param_buffer(func, func.params[x]) for x in free}
+    j, k = stmt.iter_vars[-2].var, stmt.iter_vars[-1].var
+    for index, read in enumerate(stmt.reads):
+        mins = [rng.min for rng in read.region]
+        if not any(read.source.same_as(w) for w in weights) or len(mins) != 2:
+            continue
+        if mins[0].same_as(k) and mins[1].same_as(j):
+            k_first = True
+        elif mins[0].same_as(j) and mins[1].same_as(k):
+            k_first = False
+        else:
+            return None
+        pairs = tuple(p for p in K_PAIRS if (axes.k_extent // PAIR) % p == 0)
+        return Bf16Axes(axes, index, k_first, pairs or (axes.k_extent // PAIR,))
+    return None
 
-    if n % LANES or k % PAIR:
-        raise ValueError(f"a bf16 matmul needs n % {LANES} == 0 and k % {PAIR} == 0")
-    a = te.placeholder((m, k), "bfloat16", name="A")
-    b = te.placeholder((k, n), "bfloat16", name="B")
-    packed = te.compute((k, n), lambda kk, jj: b[kk, jj], name=PACK_BLOCK)
-    r = te.reduce_axis((0, k), name="k")
-    c = te.compute(
-        (m, n),
-        lambda i, j: te.sum(a[i, r].astype("float32") * packed[r, j].astype("float32"), axis=r),
-        name="C",
-    )
-    return te.create_prim_func([a, b, c]).with_attr("layout_free_buffers", [1])
 
-
-def bf16_micro_kernel(sch: Any, rows: int, vectors: int, kc: int) -> None:
-    """Schedule `bf16_matmul`'s ``sch`` in place: column blocks of ``vectors`` x 16 in
-    parallel, ``k`` in blocks of ``kc`` (even), row blocks of ``rows``, each (row, 16 columns,
-    pair) a `DOT_16x2`; B's copy laid out ``[n / 16, k / 2, 16, 2]`` and marked to run once, at
-    load (`tuning.publish.packing.split_packed` makes it the artifact's pack function)."""
+def bf16_tiles(
+    sch: Any, block: Any, found: Bf16Axes, fixed: tuple[int, int, int] | None = None
+) -> None:
+    """Schedule ``block`` of ``sch`` (a copy) as the bf16 micro-kernel, in place: the weight
+    copied into ``[j / 16, k / 2, 16, 2]`` by a block run once at load (`PREPROC`), register
+    block, k block and column split sampled (the search mutates them), each (row, 16 columns,
+    pair) a `DOT_16x2`, elementwise consumers per column block. ``fixed``: (rows, vectors, k
+    pairs) chosen by the caller instead of sampled (`bench/bf16_dense.py`'s sweep)."""
     register_bf16_intrinsics()
-    pack = sch.get_sblock(PACK_BLOCK)
+    axes = found.axes
+    copy = sch.cache_read(block, found.weight_read, "global")
+
+    def packed(kk: Any, jj: Any) -> tuple[Any, ...]:
+        return (jj // LANES, kk // PAIR, jj % LANES, kk % PAIR)
+
     sch.transform_layout(
-        pack, ("write", 0), lambda kk, jj: (jj // LANES, kk // PAIR, jj % LANES, kk % PAIR)
+        copy, ("write", 0), packed if found.k_first else (lambda jj, kk: packed(kk, jj))
     )
-    sch.annotate(pack, PREPROC, True)
-    block = sch.get_sblock("C")
+    sch.annotate(copy, PREPROC, True)
+    consumers = elementwise_consumers(sch, block)  # before tensorize replaces the block
     i, j, k = sch.get_loops(block)
+    rows, vecs, pairs = fixed or (
+        sch.sample_categorical(list(c), [1.0 / len(c)] * len(c))
+        for c in (axes.rows, axes.vectors, found.k_pairs)
+    )
     io, ii = sch.split(i, [None, rows])
     jq, jl = sch.split(j, [None, LANES])
-    jo, jv = sch.split(jq, [None, vectors])
-    ko, k2, kp = sch.split(k, [None, kc // PAIR, PAIR])
+    jo, jv = sch.split(jq, [None, vecs])
+    ko, k2, kp = sch.split(k, [None, pairs, PAIR])
     sch.reorder(jo, ko, io, k2, ii, jv, jl, kp)
-    sch.parallel(jo)
-    init = sch.decompose_reduction(block, ko)
-    sch.vectorize(sch.get_loops(init)[-1])
-    sch.tensorize(jl, DOT_16x2)
+    # No parallel loop of its own: the packed space's root annotation has MetaSchedule's
+    # postprocessor parallelise the outer loops (a loop already parallel makes it refuse).
+    for consumer in consumers:
+        sch.reverse_compute_at(consumer, jo)
+        _, lanes = sch.split(sch.get_loops(consumer)[-1], [None, LANES])
+        sch.vectorize(lanes)
+    # Tensorized by MetaSchedule's RewriteTensorize after RewriteReductionBlock splits the init
+    # off (`space_generator` adds it to the packed space's postprocessors).
+    sch.annotate(sch.blockize(jl), AUTO_TENSORIZE, DOT_16x2)
     sch.unroll(jv)
     sch.unroll(ii)
+    # An annotated loop stops MetaSchedule's postprocessor from vectorising the loops above a
+    # tensorized block (it would make the 16-lane body 32 or 64 lanes wide).
+    sch.annotate(jv, "pragma_unroll_explicit", 1)
+
+
+@derived_object
+class Bf16MicroKernelOr(PyScheduleRule):
+    """``inner``'s schedules of a block, plus the bf16 micro-kernel's where `bf16_axes`
+    applies (the search compares them: ``inner``'s widen bf16 to fp32 as they load it)."""
+
+    def __init__(self, inner: Any, budget: int) -> None:
+        super().__init__()
+        self.inner = inner
+        self.budget = budget
+
+    def _initialize_with_tune_context(self, context: Any) -> None:
+        self.inner._initialize_with_tune_context(context)  # noqa: SLF001 - delegating
+
+    def apply(self, sch: Any, block: Any) -> list[Any]:
+        """The wrapped rule's schedules of ``block``, then the bf16 micro-kernel's."""
+        found = bf16_axes(sch, block, self.budget)
+        if found is None:
+            return list(self.inner.apply(sch, block))
+        tiled = sch.copy()
+        results = list(self.inner.apply(sch, block))
+        try:
+            bf16_tiles(tiled, block, found)
+        except Exception:  # noqa: BLE001 - a block the tiling refuses keeps the other spaces
+            log.debug("bf16 micro-kernel refused", exc_info=True)
+            return results
+        return [*results, tiled]
+
+    def clone(self) -> Bf16MicroKernelOr:
+        """A copy with its own inner rule."""
+        return Bf16MicroKernelOr(self.inner.clone(), self.budget)

@@ -17,7 +17,7 @@ from tuning.search.builder import make_builder
 from tuning.search.fresh_candidates import FreshCandidates, passes_gate
 from tuning.search.spaces import PACKED, PLAIN, space_generator
 from tuning.search.storage import StoredTraces
-from tuning.search.tile_seeds import micro_kernel_seeds, register_tile_seeds
+from tuning.search.tile_seeds import bf16_seeds, micro_kernel_seeds, register_tile_seeds
 from tuning.traces import FAILED_RUN_SECS, run_failed
 
 log = logging.getLogger("tunehub.search")
@@ -243,9 +243,10 @@ def first_batch(
     size: int,
 ) -> list[Any]:
     """What the search measures before its evolutionary rounds, at most ``size`` traces: the
-    ``given`` ones (a warm start's seeds), then, in the packed space, its micro-kernel seeds
-    (`tuning.search.micro_kernels`) and register-tile seeds (`tuning.search.tile_seeds`); each
-    once, none that ``stored`` already holds and none the trace gate refuses."""
+    ``given`` ones (a warm start's seeds), then, in the packed space, its bf16 micro-kernel
+    seeds (`tuning.search.bf16_dot`), micro-kernel seeds (`tuning.search.micro_kernels`) and
+    register-tile seeds (`tuning.search.tile_seeds`); each once, none that ``stored`` already
+    holds and none the trace gate refuses."""
     from tvm.s_tir.meta_schedule import TuneContext
 
     first = list(given)
@@ -253,6 +254,7 @@ def first_batch(
         try:
             # A throwaway context: generating the design spaces initialises ``generator``.
             context = TuneContext(mod=mod, target=target, space_generator=generator.clone())
+            first += bf16_seeds(context)  # none outside bf16 matmuls on a bf16 unit
             first += micro_kernel_seeds(context)
             first += register_tile_seeds(context, cores)
         except Exception:  # noqa: BLE001 - seeds are an optimisation, never a reason to fail

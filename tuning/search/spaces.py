@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tuning.hardware.bf16 import has_bf16_dot
 from tuning.hardware.vectors import vector_bits
 from tuning.ir import LAYOUT_FREE_ATTR, param_buffer
 
@@ -111,8 +112,10 @@ def space_generator(space: str, target: Any, mod: Any = None) -> Any:
         return "post-order-apply"
     from tvm.s_tir.meta_schedule import schedule_rule as rules
     from tvm.s_tir.meta_schedule.mutator import Mutator
-    from tvm.s_tir.meta_schedule.postproc import Postproc
+    from tvm.s_tir.meta_schedule.postproc import Postproc, RewriteLayout, RewriteTensorize
     from tvm.s_tir.meta_schedule.space_generator import PostOrderApply
+
+    from tuning.search.bf16_dot import Bf16MicroKernelOr
 
     # Deferred with TVM (channel_vectors imports MetaSchedule at module level): the API imports
     # this module for `resolve_space` and starts without TVM. channel_vectors imports only
@@ -122,6 +125,7 @@ def space_generator(space: str, target: Any, mod: Any = None) -> Any:
 
     bits = vector_bits(target)
     wide = _vector_fits_output(mod, bits)
+    has_dot = has_bf16_dot(target)  # the bf16 micro-kernel's instruction
     reuse_write = rules.ReuseType(req="may", levels=[1, 2], scope="global")
     limit = register_tile_limit(target)
 
@@ -151,10 +155,19 @@ def space_generator(space: str, target: Any, mod: Any = None) -> Any:
             channel_tiles = vector_tiles(rules.ReuseType(req="no", levels=[], scope="global"))
             budget = register_budget(limit)
             rule = MicroKernelOr(WeightAxisInnermost(channel_tiles, other, bits), bits, budget)
+            if has_dot:  # bf16 matmuls on vdpbf16ps, beside the spaces that widen bf16
+                rule = Bf16MicroKernelOr(rule, budget)
         sch_rules.append(rule)
+    postprocs = list(Postproc.create("llvm"))
+    if has_dot:  # the bf16 micro-kernel's blocks, once their init is split off, and before
+        # RewriteLayout (which fails on the weight copy of a block not yet tensorized)
+        at = next(i for i, p in enumerate(postprocs) if isinstance(p, RewriteLayout))
+        # The init block's 16 lanes are one vector already: vectorising its loop (vectors of
+        # 16 columns) would ask for 64-lane vectors.
+        postprocs.insert(at, RewriteTensorize(vectorize_init_loop=False))
     return PostOrderApply(
         sch_rules=sch_rules,
-        postprocs=Postproc.create("llvm"),
+        postprocs=postprocs,
         mutator_probs=Mutator.create("llvm"),
     )
 

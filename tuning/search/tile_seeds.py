@@ -26,11 +26,13 @@ best, and every schedule is verified as before.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 from dataclasses import dataclass
 from typing import Any
 
+from tuning.hardware.bf16 import DOT_16x2
 from tuning.hardware.vectors import vector_bits
 from tuning.search.micro_kernels import CACHE_FLOATS, UNROLL_MAX, register_budget
 from tuning.search.spaces import register_tile_limit
@@ -284,3 +286,54 @@ def micro_kernel_seeds(context: Any, limit: int = 6) -> list[Any]:
                 break
     log.info("%d micro-kernel seed(s)", len(seeds))
     return seeds[:limit]
+
+
+SEED_ROWS = (4, 8)  # register blocks that led the sweep (bench/bf16_dense.py), best first
+SEED_VECTORS = (4, 2)
+SEED_PAIRS = (128, 64)  # k blocks of 256 and 128
+
+
+def bf16_seeds(context: Any, limit: int = 4) -> list[Any]:
+    """Seed traces for an initialised packed-space `TuneContext`: in a design space of
+    `Bf16MicroKernelOr`, the register and k blocks that led `bench/bf16_dense.py`'s sweep, so
+    that the first batch measures the bf16 kernel beside the fp32-style seeds (the cost model
+    has nothing to rank it by before); at most ``limit``."""
+    postprocs = list(context.space_generator.postprocs)
+    seeds = []
+    for space in context.generate_design_space():
+        if DOT_16x2 not in str(space.trace):
+            continue
+        found = _bf16_positions(space.trace)
+        if found is None:
+            continue
+        at, rows, vectors, pairs = found
+        for r, v, p in itertools.product(SEED_ROWS, SEED_VECTORS, SEED_PAIRS):
+            if r not in rows or v not in vectors or p not in pairs:
+                continue
+            decisions = {at: rows.index(r), at + 1: vectors.index(v), at + 2: pairs.index(p)}
+            trace = apply_decisions(context.mod, space.trace, decisions, postprocs)
+            if trace is not None:
+                seeds.append(trace)
+            if len(seeds) >= limit:
+                break
+    log.info("%d bf16 micro-kernel seed(s)", len(seeds))
+    return seeds[:limit]
+
+
+def _bf16_positions(trace: Any) -> tuple[int, list[int], list[int], list[int]] | None:
+    """Where `bf16_tiles`' decisions are: the position (among sampling instructions) of its
+    ``rows`` categorical (``vectors`` and the k pairs follow it), the last three categoricals
+    before the block it marks for `DOT_16x2`, and their candidate lists; None for a space
+    without them."""
+    position = -1
+    window: list[Any] = []
+    for inst in trace.insts:
+        if inst.kind.name.startswith("Sample"):
+            position += 1
+            window = [*window, inst][-3:] if inst.kind.name == "SampleCategorical" else []
+        elif inst.kind.name == "Annotate" and DOT_16x2 in str(inst.inputs[-1]):
+            if len(window) < 3:
+                return None
+            rows, vectors, pairs = ([int(c) for c in w.attrs[0]] for w in window)
+            return position - 2, rows, vectors, pairs
+    return None

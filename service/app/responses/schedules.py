@@ -19,6 +19,7 @@ from schedules_db.values import (
 )
 from service.app.responses.catalog import TargetOut, WorkloadOut, target_json, workload_json
 from service.app.responses.common import Timestamp, gflops, iso
+from tuning.catalog.dtypes import BFLOAT16
 from tuning.hardware.roofline import roofline_us, share_of_roofline
 
 
@@ -142,7 +143,14 @@ def schedule_json(
         "latency_spread": schedule.latency_spread,
         "untuned_latency_us": schedule.untuned_latency_us,
         "gflops": gflops(workload.flop, schedule.latency_us),
-        "roofline_us": (roof := roofline_us(workload.flop, workload.bytes_moved, target)),
+        "roofline_us": (
+            roof := roofline_us(
+                workload.flop,
+                workload.bytes_moved,
+                target,
+                workload.params.get("dtype") == BFLOAT16,
+            )
+        ),  # fmt: skip
         "of_roofline": share_of_roofline(schedule.latency_us * 1e-6, roof and roof * 1e-6),
         "speedup_vs_untuned": schedule.untuned_latency_us / schedule.latency_us,
         "trials": schedule.trials,

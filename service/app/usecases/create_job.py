@@ -27,7 +27,7 @@ from service.shared.settings import Settings
 from tuning.catalog import get_operator, list_operators
 from tuning.catalog.dtypes import BFLOAT16
 from tuning.catalog.workload import WorkloadSpec, catalog_workload
-from tuning.hardware.bf16 import bf16_unit, missing_bf16_words
+from tuning.hardware.bf16 import has_bf16_dot, missing_bf16_words
 from tuning.hardware.targets import ResolvedTarget
 from tuning.search.spaces import SpaceError, resolve_space
 
@@ -148,12 +148,12 @@ def _catalog_workload(spec: OperatorChoice) -> WorkloadSpec:
 def _check_precision(workload: WorkloadSpec, target: ResolvedTarget) -> None:
     """A 422 when a bfloat16 operator is asked of a target without a bf16 unit: its kernel
     would be a float32 kernel reading bf16 (or one built for an instruction it lacks)."""
-    if workload.params.get("dtype") != BFLOAT16 or bf16_unit(target.tvm()) is not None:
+    if workload.params.get("dtype") != BFLOAT16 or has_bf16_dot(target.tvm()):
         return
     raise InvalidInput(
         ("body", "operator", "params", "dtype"),
         f"bfloat16 needs a target with {missing_bf16_words()}; target {target.label!r} has"
-        " neither (an llvm target names them by its mcpu, or in mattr: +avx512bf16)",
+        " none (an llvm target declares it by its mcpu, or in mattr: +avx512bf16)",
         "missing_cpu_feature",
         BFLOAT16,
     )
