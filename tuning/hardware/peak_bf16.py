@@ -76,22 +76,25 @@ def dpbf16_chains(threads: int) -> Any:
 
 def dpbf16_peak_gflops(canonical: dict[str, Any], threads: int) -> float:
     """GFLOPS of `dpbf16_chains` on ``threads`` threads (best of 5 runs of 3)."""
-    import tvm
-
-    lib = tvm.compile(tvm.IRModule({"main": dpbf16_chains(threads)}), target=canonical).mod
-    dev = tvm.cpu(0)
     rng = np.random.default_rng(0)
     # Distinct rows near 1.0 (so no compiler merges chains and no value overflows).
     x = (ONE + rng.integers(0, 64, size=(threads, CHAINS, 32))).astype(np.uint16)
     y = np.full((threads, 32), 0x3A80, np.uint16)  # ~1e-3
-    args = [
-        tvm.runtime.empty((threads, CHAINS, 16), "float32", dev),
-        tvm.runtime.tensor(x, dev),
-        tvm.runtime.tensor(y, dev),
-    ]
-    timer = lib.time_evaluator("main", dev, number=3, repeat=5)
-    secs = min(timer(*args, DEPTH).results)
+    out = (threads, CHAINS, 16)
+    secs = _fastest(dpbf16_chains(threads), canonical, out, [x, y], DEPTH)
     return float(2 * 32 * threads * CHAINS * DEPTH / secs / 1e9)
+
+
+def _fastest(func: Any, canonical: dict[str, Any], out: tuple[int, ...], inputs: list[Any],
+             iters: int) -> float:  # fmt: skip
+    """Seconds of the fastest of 5 runs of 3 of the kernel ``func(out, *inputs, iters)``."""
+    import tvm
+
+    lib = tvm.compile(tvm.IRModule({"main": func}), target=canonical).mod
+    dev = tvm.cpu(0)
+    args = [tvm.runtime.empty(out, "float32", dev), *(tvm.runtime.tensor(x, dev) for x in inputs)]
+    timer = lib.time_evaluator("main", dev, number=3, repeat=5)
+    return float(min(timer(*args, iters).results))
 
 
 def amx_tiles(threads: int) -> Any:
@@ -167,16 +170,6 @@ def amx_tiles(threads: int) -> Any:
 def amx_peak_gflops(canonical: dict[str, Any], threads: int) -> float:
     """GFLOPS of `amx_tiles` on ``threads`` threads (best of 5 runs of 3). Only where
     `request_amx` granted the tile state."""
-    import tvm
-
-    lib = tvm.compile(tvm.IRModule({"main": amx_tiles(threads)}), target=canonical).mod
-    dev = tvm.cpu(0)
     ones = np.full((threads, 16, 32), ONE, np.uint16)
-    args = [
-        tvm.runtime.empty((threads, 4, 16, 16), "float32", dev),
-        tvm.runtime.tensor(ones, dev),
-        tvm.runtime.tensor(ones, dev),
-    ]
-    timer = lib.time_evaluator("main", dev, number=3, repeat=5)
-    secs = min(timer(*args, TILE_ITERS).results)
+    secs = _fastest(amx_tiles(threads), canonical, (threads, 4, 16, 16), [ones, ones], TILE_ITERS)
     return float(2 * 16 * 16 * 32 * 4 * threads * TILE_ITERS / secs / 1e9)

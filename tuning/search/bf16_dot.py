@@ -26,7 +26,6 @@ intrinsic reads bf16 bits. Its artifact has the per-call kernel and the pack fun
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,9 +34,12 @@ from tvm.s_tir.meta_schedule.schedule_rule import PyScheduleRule
 
 from tuning.hardware.bf16 import LANES, PAIR, DOT_16x2, register_bf16_intrinsics
 from tuning.ir import LAYOUT_FREE_ATTR, param_buffer
-from tuning.search.micro_kernels import MatmulAxes, elementwise_consumers, matmul_axes
-
-log = logging.getLogger("tunehub.bf16_dot")
+from tuning.search.micro_kernels import (
+    MatmulAxes,
+    elementwise_consumers,
+    inner_and_tiled,
+    matmul_axes,
+)
 
 PREPROC = "meta_schedule.layout_rewrite_preproc"
 AUTO_TENSORIZE = "meta_schedule.auto_tensorize"
@@ -150,14 +152,7 @@ class Bf16MicroKernelOr(PyScheduleRule):
         found = bf16_axes(sch, block, self.budget)
         if found is None:
             return list(self.inner.apply(sch, block))
-        tiled = sch.copy()
-        results = list(self.inner.apply(sch, block))
-        try:
-            bf16_tiles(tiled, block, found)
-        except Exception:  # noqa: BLE001 - a block the tiling refuses keeps the other spaces
-            log.debug("bf16 micro-kernel refused", exc_info=True)
-            return results
-        return [*results, tiled]
+        return inner_and_tiled(self.inner, sch, block, sch.copy(), bf16_tiles, found)
 
     def clone(self) -> Bf16MicroKernelOr:
         """A copy with its own inner rule."""

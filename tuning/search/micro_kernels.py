@@ -36,6 +36,7 @@ multi-level tiling's seeds.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -182,6 +183,20 @@ def micro_kernel(sch: Any, block: Any, axes: MatmulAxes) -> None:
         sch.vectorize(lanes)
 
 
+def inner_and_tiled(
+    inner: Any, sch: Any, block: Any, tiled: Any, tile: Callable[[Any, Any, Any], None], how: Any
+) -> list[Any]:
+    """``inner``'s schedules of ``block``, then ``tiled`` (a copy of ``sch``) once
+    ``tile(tiled, block, how)`` scheduled it; ``inner``'s alone when the tiling refuses it."""
+    results = list(inner.apply(sch, block))
+    try:
+        tile(tiled, block, how)
+    except Exception:  # noqa: BLE001 - a block the tiling refuses keeps the other spaces
+        log.debug("%s refused the block", tile.__name__, exc_info=True)
+        return results
+    return [*results, tiled]
+
+
 @derived_object
 class MicroKernelOr(PyScheduleRule):
     """``inner``'s schedules of a block, plus the micro-kernel's where `matmul_axes` applies."""
@@ -202,13 +217,7 @@ class MicroKernelOr(PyScheduleRule):
         if found is None:
             return list(self.inner.apply(sch, block))
         tiled, axes = found
-        results = list(self.inner.apply(sch, block))
-        try:
-            micro_kernel(tiled, block, axes)
-        except Exception:  # noqa: BLE001 - a block the tiling refuses keeps the other spaces
-            log.debug("micro-kernel tiling refused", exc_info=True)
-            return results
-        return [*results, tiled]
+        return inner_and_tiled(self.inner, sch, block, tiled, micro_kernel, axes)
 
     def _as_matmul(self, sch: Any, block: Any) -> tuple[Any, MatmulAxes] | None:
         """A copy of ``sch`` whose pointwise convolution ``block`` is rewritten as the matmul it
