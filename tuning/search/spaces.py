@@ -101,6 +101,12 @@ def _vector_fits_output(mod: Any, bits: int) -> bool:
     return extent % lanes == 0
 
 
+def reads_bf16(mod: Any) -> bool:
+    """Whether ``mod``'s ``main`` takes a bfloat16 parameter."""
+    func = mod["main"]
+    return any(str(param_buffer(func, p).dtype) == "bfloat16" for p in func.params)
+
+
 def space_generator(space: str, target: Any, mod: Any = None) -> Any:
     """The design-space generator for ``space`` on ``target`` (``post-order-apply`` with
     MetaSchedule's default rules for ``plain``). In the packed space, a block whose output
@@ -125,7 +131,8 @@ def space_generator(space: str, target: Any, mod: Any = None) -> Any:
 
     bits = vector_bits(target)
     wide = _vector_fits_output(mod, bits)
-    has_dot = has_bf16_dot(target)  # the bf16 micro-kernel's instruction
+    # The bf16 micro-kernel's instruction, for a module with bf16 operands (or any, unknown).
+    has_dot = has_bf16_dot(target) and (mod is None or reads_bf16(mod))
     reuse_write = rules.ReuseType(req="may", levels=[1, 2], scope="global")
     limit = register_tile_limit(target)
 

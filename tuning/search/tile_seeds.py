@@ -35,7 +35,7 @@ from typing import Any
 from tuning.hardware.bf16 import DOT_16x2
 from tuning.hardware.vectors import vector_bits
 from tuning.search.micro_kernels import CACHE_FLOATS, UNROLL_MAX, register_budget
-from tuning.search.spaces import register_tile_limit
+from tuning.search.spaces import reads_bf16, register_tile_limit
 
 log = logging.getLogger("tunehub.tile_seeds")
 
@@ -298,6 +298,8 @@ def bf16_seeds(context: Any, limit: int = 4) -> list[Any]:
     `Bf16MicroKernelOr`, the register and k blocks that led `bench/bf16_dense.py`'s sweep, so
     that the first batch measures the bf16 kernel beside the fp32-style seeds (the cost model
     has nothing to rank it by before); at most ``limit``."""
+    if not reads_bf16(context.mod):
+        return []  # no bf16 operand: no space of it (and no design spaces generated again)
     postprocs = list(context.space_generator.postprocs)
     seeds = []
     for space in context.generate_design_space():
