@@ -112,9 +112,13 @@ def test_a_matmul_weight_is_read_k_first_and_a_dense_one_j_first() -> None:
 def test_a_bf16_dense_job_publishes_the_vdpbf16ps_kernel(tmp_path: Path) -> None:
     """The worker's job end to end (search with the bf16 seeds first, verification in the jail,
     publication): on a CPU with AVX512-BF16 the bf16 kernel (about twice the widened kernels'
-    speed) wins and ships with its pack function and no drop-in main."""
+    speed) wins and ships with its pack function and no drop-in main. Where the CPU has no
+    AVX512-BF16, the host target's space must not offer the kernel at all."""
+    params_json = {"M": 32, "N": 256, "K": 256, "dtype": "bfloat16"}
     if "avx512bf16" not in (cpu_flags() or set()):
-        pytest.skip("this CPU has no AVX512-BF16 (vdpbf16ps) to run the kernel on")
+        _, spaces = _spaces("dense", params_json, resolve_target("host").canonical)
+        assert spaces and not _bf16_spaces(spaces)
+        return
     engine = make_engine(f"sqlite:///{tmp_path / 'store.db'}")
     upgrade_schema(engine)
     store = Store(engine)
@@ -122,7 +126,7 @@ def test_a_bf16_dense_job_publishes_the_vdpbf16ps_kernel(tmp_path: Path) -> None
         store=store, artifact_dir=tmp_path / "a", worker_name="pytest", num_trials_per_iter=8
     )
     op = get_operator("dense")
-    params = op.Params.model_validate({"M": 32, "N": 256, "K": 256, "dtype": "bfloat16"})
+    params = op.Params.model_validate(params_json)
     spec = catalog_workload("dense", params)
     target = resolve_target("host")
     row = store.catalog.get_or_create_target(target.canonical, target.kind, target.label, {})
