@@ -36,13 +36,14 @@ from tests.import_graph import (  # noqa: E402
 PIPELINE = "tuning.models.pipeline"
 FAST_MATH = "tuning.models.fast_math"  # the pipeline's rewrite of exp, erf, tanh, GELU: TVM only
 BLOCKED = "tuning.models.blocked_layout"  # the pipeline's blocked channel layout: TVM only
+PRECISION = "tuning.models.precision"  # the pipeline's bf16 rewrite of matmuls and convs: TVM only
 BF16 = "tuning.hardware.bf16"  # tunehub's bf16 tensor intrinsic a replayed trace names: TVM only
 # What a process checks before it loads a library or replays a trace (the worker and a build
 # alike): standard library only, so the light client runs the same checks.
 CHECKS = ("tuning.checks.library_check", "tuning.checks.trace_gate")
 LIGHT = (
     "httpx", "tvm", "tvm_ffi", "schedule_reads", "service.client", PIPELINE, FAST_MATH, BLOCKED,
-    BF16, "tuning.ir", *CHECKS
+    PRECISION, BF16, "tuning.ir", *CHECKS
 )  # fmt: skip
 # The command-line entry modules start either side of the service; at module level they stay
 # light (`tunehub --help` and the client commands import no server), heavy imports go in handlers.
@@ -157,11 +158,12 @@ RULES = (
     Rule(
         PIPELINE,
         "the shared model pipeline: TVM only",
-        only=("tvm", "tvm_ffi", "tuning.ir", FAST_MATH, BLOCKED),
+        only=("tvm", "tvm_ffi", "tuning.ir", FAST_MATH, BLOCKED, PRECISION),
     ),
     Rule(FAST_MATH, "the pipeline's fast math: TVM only", only=("tvm",)),
     Rule(BLOCKED, "the pipeline's blocked layout: TVM only", only=("tvm", "tvm_ffi")),
     Rule(BF16, "tunehub's bf16 tensor intrinsic: TVM only", only=("tvm", "tvm_ffi")),
+    Rule(PRECISION, "the pipeline's bf16 rewrite: TVM only", only=("tvm",)),
     Rule(
         "tuning.ir", "IR helpers: TVM only (the light client imports them)", only=("tvm", "tvm_ffi")
     ),

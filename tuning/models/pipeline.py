@@ -18,6 +18,7 @@ from typing import Any
 from tuning.ir import layout_free_operands, structural_hash
 from tuning.models.blocked_layout import LEGALIZE, PLAIN, block_for, to_blocked
 from tuning.models.fast_math import fast_math as fast_math_functions
+from tuning.models.precision import FLOAT32, in_precision
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,12 @@ def _is_cpu(target: Any) -> bool:
 
 
 def tuning_pipeline(
-    mod: Any, target: Any, fast_math: bool = True, layout: str = PLAIN, block: int = 0
+    mod: Any,
+    target: Any,
+    fast_math: bool = True,
+    layout: str = PLAIN,
+    block: int = 0,
+    precision: str = FLOAT32,
 ) -> Any:
     """``mod`` decomposed, canonicalised, legalised and fused (Relax's "zero" pipeline) under
     ``target``, weights marked layout-free on CPU: the module whose PrimFuncs are tuned.
@@ -61,7 +67,10 @@ def tuning_pipeline(
     With ``layout`` ``"blocked"`` the convolutions run in a blocked channel layout kept
     between layers, a block the target's vector (`tuning.models.blocked_layout`; ``block``
     names another size of block); their workloads differ from the plain layout's, as fast
-    math's do. A model with neither convolutions nor a clip is the same in both."""
+    math's do. A model with neither convolutions nor a clip is the same in both.
+
+    With ``precision`` ``"bfloat16"`` its matmuls and convolutions read bf16 operands and sum
+    in float32 (`tuning.models.precision`): other workloads again."""
     from tvm import relax
 
     block = block or block_for(layout, target)
@@ -69,6 +78,7 @@ def tuning_pipeline(
     with target:
         mod = relax.transform.DecomposeOpsForInference()(mod)
         mod = relax.transform.CanonicalizeBindings()(mod)
+        mod = in_precision(mod, precision)
         if fast_math:
             mod = fast_math_functions(mod)
         if block:

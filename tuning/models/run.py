@@ -18,6 +18,11 @@ MAX_REPEATS = 50
 # A tuned schedule reorders float reductions; beyond this it computes something else.
 ATOL, RTOL = 1e-3, 1e-3
 FLOOR = 0.01  # see max_abs_error
+# A reduced-precision model against float32 (issue 39): every output's cosine similarity, and
+# the top class of every row of a classifier's logits, over this many seeded inputs.
+MIN_COSINE = 0.999
+AGREEMENT_INPUTS = 8
+TIE = 1e-3  # two classes whose float32 logits are this close (of the row's scale) are a tie
 
 
 class OutputsDiffer(ValueError):
@@ -51,22 +56,40 @@ def run_library(path: Path, arrays: Sequence[Any], timed: bool = True) -> Run:
     """Load the exported library at ``path`` into a fresh VM on the CPU, run ``main`` on
     ``arrays`` once for its outputs, then time it (median of repeats, one call each; with
     ``timed`` false, not: ``median_ms`` is NaN)."""
-    import numpy as np
     import tvm
     from tvm import relax
 
     device = tvm.cpu()
     vm = relax.VirtualMachine(tvm.runtime.load_module(str(path)), device)
     args = [tvm.runtime.tensor(a, device) for a in arrays]
-    first = vm["main"](*args)
-    results = [first] if isinstance(first, tvm.runtime.Tensor) else list(first)
-    outputs = [np.asarray(r.numpy()) for r in results]
+    outputs = _outputs(vm["main"](*args))
     if not timed:
         return Run(outputs, float("nan"))
     once = vm.time_evaluator("main", device, number=1, repeat=1)(*args).mean
     repeats = int(min(MAX_REPEATS, max(3, TIME_BUDGET_S / max(once, 1e-6))))
     timer = vm.time_evaluator("main", device, number=1, repeat=repeats)
     return Run(outputs, statistics.median(timer(*args).results) * 1e3)
+
+
+def outputs_on(path: Path, inputs: Sequence[Sequence[Any]]) -> list[list[Any]]:
+    """The outputs of the exported library at ``path`` on each set of ``inputs`` (loaded
+    once, untimed)."""
+    import tvm
+    from tvm import relax
+
+    device = tvm.cpu()
+    vm = relax.VirtualMachine(tvm.runtime.load_module(str(path)), device)
+    return [_outputs(vm["main"](*[tvm.runtime.tensor(a, device) for a in arrays]))
+            for arrays in inputs]  # fmt: skip
+
+
+def _outputs(result: Any) -> list[Any]:
+    """``main``'s result (a tensor or a tuple of them) as numpy arrays."""
+    import numpy as np
+    import tvm
+
+    results = [result] if isinstance(result, tvm.runtime.Tensor) else list(result)
+    return [np.asarray(r.numpy()) for r in results]
 
 
 def max_abs_error(reference: Sequence[Any], got: Sequence[Any]) -> float:
@@ -98,3 +121,45 @@ def max_abs_error(reference: Sequence[Any], got: Sequence[Any]) -> float:
                                 "the largest |value|))")  # fmt: skip
         worst = max(worst, float(diff.max()))
     return worst
+
+
+def agreement(reference: Sequence[Sequence[Any]], got: Sequence[Sequence[Any]]) -> float:
+    """The lowest cosine similarity between the outputs of two builds of a model (a
+    reduced-precision one against float32), each run on the same inputs (``reference[i]``:
+    the outputs of input ``i``); `OutputsDiffer` when they differ in number, shape or where
+    they are finite, a cosine is under `MIN_COSINE`, or a row of 2-D logits (``[batch,
+    classes]``) picks another class than float32 does (`TIE` aside)."""
+    import numpy as np
+
+    worst = 1.0
+    for ref_outputs, got_outputs in zip(reference, got, strict=True):
+        if len(ref_outputs) != len(got_outputs):
+            raise OutputsDiffer(f"{len(got_outputs)} outputs instead of {len(ref_outputs)}")
+        for index, (ref, out) in enumerate(zip(ref_outputs, got_outputs, strict=True)):
+            if ref.shape != out.shape:
+                raise OutputsDiffer(f"output {index} is {out.shape}, not {ref.shape}")
+            if not np.array_equal(np.isfinite(ref), np.isfinite(out)):
+                raise OutputsDiffer(f"output {index} is not finite where the reference is")
+            ref64 = np.nan_to_num(ref.astype("float64"), posinf=0.0, neginf=0.0).ravel()
+            out64 = np.nan_to_num(out.astype("float64"), posinf=0.0, neginf=0.0).ravel()
+            norms = float(np.linalg.norm(ref64) * np.linalg.norm(out64))
+            cosine = float(ref64 @ out64) / norms if norms else float(np.array_equal(ref64, out64))
+            if cosine < MIN_COSINE:
+                raise OutputsDiffer(f"output {index}: cosine similarity {cosine:.6f} to float32, "
+                                    f"under {MIN_COSINE}")  # fmt: skip
+            worst = min(worst, cosine)
+            if ref.ndim == 2 and ref.shape[1] > 1 and ref.dtype.kind == "f":
+                _same_top_class(index, ref.astype("float64"), out.astype("float64"))
+    return worst
+
+
+def _same_top_class(index: int, ref: Any, out: Any) -> None:
+    """`OutputsDiffer` when a row of logits ``out`` picks another class than ``ref`` does,
+    unless float32 itself nearly ties them (its lead under `TIE` x the row's largest |logit|)."""
+    import numpy as np
+
+    for row, (r, o) in enumerate(zip(ref, out, strict=True)):
+        want, chose = int(np.argmax(r)), int(np.argmax(o))
+        if want != chose and r[want] - r[chose] > TIE * float(np.max(np.abs(r))):
+            raise OutputsDiffer(f"output {index}, row {row}: top class {chose}, float32's is "
+                                f"{want}")  # fmt: skip

@@ -26,7 +26,16 @@ from tuning.models.blocked_layout import LAYOUTS, PLAIN
 from tuning.models.frontends import ModelRefused, relax_module
 from tuning.models.inputs import InvalidInputs, inputs_from_json
 from tuning.models.pipeline import TaskRecord, compile_with, database_of, extract, tuning_pipeline
-from tuning.models.run import OutputsDiffer, max_abs_error, random_inputs, run_library
+from tuning.models.precision import FLOAT32, PRECISIONS
+from tuning.models.run import (
+    AGREEMENT_INPUTS,
+    OutputsDiffer,
+    agreement,
+    max_abs_error,
+    outputs_on,
+    random_inputs,
+    run_library,
+)
 from tuning.untrusted.workloads import Refused, checked_module, derive, describe
 
 MAX_TASKS = 500
@@ -66,13 +75,17 @@ def _imported(format: str, source: str, inputs: Any, target: Any) -> tuple[Any, 
     return mod, target, given
 
 
-def _fused(mod: Any, target: Any, layout: str, fast_math: bool = True) -> Any:
-    """The imported ``mod`` through the tuning pipeline in ``layout``, or `Refused` naming
-    the source (or the layout)."""
+def _fused(
+    mod: Any, target: Any, layout: str, fast_math: bool = True, precision: str = FLOAT32
+) -> Any:
+    """The imported ``mod`` through the tuning pipeline in ``layout`` and ``precision``, or
+    `Refused` naming the source (or the layout, or the precision)."""
     if layout not in LAYOUTS:
         raise _refused("layout", f"one of {', '.join(LAYOUTS)}")
+    if precision not in PRECISIONS:
+        raise _refused("precision", f"one of {', '.join(PRECISIONS)}")
     try:
-        return tuning_pipeline(mod, target, fast_math, layout=layout)
+        return tuning_pipeline(mod, target, fast_math, layout=layout, precision=precision)
     except Exception as err:  # noqa: BLE001 - a shape error, an operator TVM cannot lower …
         lines = [line for line in str(err).splitlines() if line.strip()]
         raise _refused("source", f"TVM cannot lower this model: {type(err).__name__}: "
@@ -80,11 +93,11 @@ def _fused(mod: Any, target: Any, layout: str, fast_math: bool = True) -> Any:
 
 
 def _model(
-    format: str, source: str, inputs: Any, target: Any, layout: str
+    format: str, source: str, inputs: Any, target: Any, layout: str, precision: str
 ) -> tuple[Any, Any, list[Any]]:  # noqa: A002,E501
     """(fused module, target, inputs) of a request, or `Refused` naming the field."""
     mod, target, given = _imported(format, source, inputs, target)
-    return _fused(mod, target, layout), target, given
+    return _fused(mod, target, layout, precision=precision), target, given
 
 
 def _outputs(fused: Any) -> list[dict[str, Any]]:
@@ -106,13 +119,18 @@ def _outputs(fused: Any) -> list[dict[str, Any]]:
 
 
 def model_tasks(
-    format: str, source: str, inputs: Any, target: Any, layout: str = PLAIN
-) -> dict[str, Any]:  # noqa: A002,E501
-    """The model's tuning tasks in ``layout`` (each a checked workload, with its name, weight
-    and layout-free operands), the tasks left out (failing a check: built as TVM writes them)
-    and main's outputs."""
+    format: str,  # noqa: A002
+    source: str,
+    inputs: Any,
+    target: Any,
+    layout: str = PLAIN,
+    precision: str = FLOAT32,
+) -> dict[str, Any]:
+    """The model's tuning tasks in ``layout`` and ``precision`` (each a checked workload, with
+    its name, weight and layout-free operands), the tasks left out (failing a check: built as
+    TVM writes them) and main's outputs."""
 
-    fused, target, _ = _model(format, source, inputs, target, layout)
+    fused, target, _ = _model(format, source, inputs, target, layout, precision)
     outputs = _outputs(fused)
     found = extract(fused, target)
     if len(found) > MAX_TASKS:
@@ -249,14 +267,18 @@ def model_compile(
     target: Any,
     records: Any,
     layout: str = PLAIN,
+    precision: str = FLOAT32,
 ) -> dict[str, Any]:
-    """Build the model in ``layout`` untuned and with ``records`` applied, check both agree on
-    the same seeded inputs, and agree with the model built plainly (exact math, the plain
-    layout: the tasks are tuned with fast math, `tuning.models.pipeline.tuning_pipeline`),
-    time both, and write the tuned library to ``/out/model.so``."""
+    """Build the model in ``layout`` and ``precision`` untuned and with ``records`` applied,
+    check both agree on the same seeded inputs, and agree with the model built plainly (exact
+    math, the plain layout, float32: the tasks are tuned with fast math,
+    `tuning.models.pipeline.tuning_pipeline`), time both, and write the tuned library to
+    ``/out/model.so``. A bfloat16 model agrees with float32 by `tuning.models.run.agreement`
+    on `AGREEMENT_INPUTS` seeded inputs (its lowest cosine is ``min_cosine``)."""
 
     mod, target, given = _imported(format, source, inputs, target)
-    fused, exact = _fused(mod, target, layout), _fused(mod, target, PLAIN, fast_math=False)
+    fused = _fused(mod, target, layout, precision=precision)
+    exact = _fused(mod, target, PLAIN, fast_math=False)
     if str(target.kind.name) != "llvm":
         raise _refused("target", "models are compiled (and checked) on CPU targets only")
     tasks = extract(fused, target)
@@ -274,12 +296,18 @@ def model_compile(
         raise Refused(f"the tuned model is wrong: {err}") from None
     path = BUILD_DIR / "exact.so"
     export_library(compile_with(exact, target, database_of([], [], target)), path)
+    min_cosine = None
     try:
-        max_abs_error(run_library(path, arrays, timed=False).outputs, built["tuned"].outputs)
+        if precision == FLOAT32:
+            max_abs_error(run_library(path, arrays, timed=False).outputs, built["tuned"].outputs)
+        else:
+            many = [random_inputs(given, seed) for seed in range(AGREEMENT_INPUTS)]
+            min_cosine = agreement(outputs_on(path, many), outputs_on(BUILD_DIR / "tuned.so", many))
     except OutputsDiffer as err:
+        moved = "fast math or the layout" if precision == FLOAT32 else f"{precision}"
         raise Refused(
-            f"fast math or the layout moved the model's output beyond tolerance "
-            f"(against the plain layout, exact math): {err}"
+            f"{moved} moved the model's output beyond tolerance (against float32 in the plain "
+            f"layout, exact math): {err}"
         ) from None
     with open(BUILD_DIR / "tuned.so", "rb") as src, open(OUT_DIR / OUTPUT_FILE, "wb") as dst:
         shutil.copyfileobj(src, dst)
@@ -290,6 +318,7 @@ def model_compile(
         "untuned_ms": built["untuned"].median_ms,
         "tuned_ms": built["tuned"].median_ms,
         "max_abs_error": error if math.isfinite(error) else 0.0,
+        "min_cosine": min_cosine,
     }
 
 

@@ -26,6 +26,7 @@ from tuning.jail import Limits, SandboxFailed, holding_slot
 from tuning.jail.isolated import MODEL_COMPILE_LIMITS, MODEL_IMPORT_LIMITS
 from tuning.models.blocked_layout import PLAIN
 from tuning.models.inputs import DTYPES, InvalidInputs, ModelInput, check_inputs
+from tuning.models.precision import FLOAT32
 from tuning.untrusted.ask import ask
 from tuning.untrusted.user_tir import ALLOWED_IMPORTS, MAX_SHASH_DIGITS
 from tuning.untrusted.user_tir import FREE_NAMES as TIR_NAMES
@@ -91,6 +92,7 @@ class CompiledModel:
     untuned_ms: float
     tuned_ms: float
     max_abs_error: float
+    min_cosine: float | None = None  # a reduced-precision model's lowest cosine to float32
 
 
 def _request_source(fmt: str, source: bytes | str) -> str:
@@ -201,7 +203,7 @@ def _answered(answer: dict[str, Any]) -> dict[str, Any]:
         error = answer.get("error")
         message = error[:1000] if isinstance(error, str) else "the model was refused"
         field, _, rest = message.partition(": ")
-        if field in ("source", "inputs", "records", "layout") and rest:
+        if field in ("source", "inputs", "records", "layout", "precision") and rest:
             raise ModelRejected(rest, field)
         raise ModelRejected(message)
     return answer
@@ -265,16 +267,18 @@ def parse_model(
     inputs: Sequence[ModelInput],
     target_spec: dict[str, Any],
     layout: str = PLAIN,
+    precision: str = FLOAT32,
 ) -> ParsedModel:
     """The tuning tasks of a user's model on ``target_spec`` (a canonical target's JSON) in
-    ``layout`` (`tuning.models.blocked_layout`), extracted in one isolated child and re-derived
-    in a second; `ModelRejected` with the reason and field (and `SandboxBusy` /
-    `SandboxUnavailable` let through)."""
+    ``layout`` (`tuning.models.blocked_layout`) and ``precision`` (`tuning.models.precision`),
+    extracted in one isolated child and re-derived in a second; `ModelRejected` with the
+    reason and field (and `SandboxBusy` / `SandboxUnavailable` let through)."""
     text = _request_source(fmt, source)
     given = _checked_inputs(inputs)
     with holding_slot():  # one slot for both children
         first = ask_child("model_tasks", MODEL_IMPORT_LIMITS, format=fmt, source=text,
-                          inputs=given, target=target_spec, layout=layout)  # fmt: skip
+                          inputs=given, target=target_spec, layout=layout,
+                          precision=precision)  # fmt: skip
         raw_tasks, raw_outputs = first.get("tasks"), first.get("outputs")
         untunable = first.get("untunable")
         if not (isinstance(raw_tasks, list) and isinstance(raw_outputs, list)):
@@ -333,6 +337,13 @@ def _figure(answer: dict[str, Any], key: str) -> float:
     return float(value)
 
 
+def _cosine(answer: dict[str, Any]) -> float:
+    value = answer.get("min_cosine")
+    if not (isinstance(value, float) and -1.0 <= value <= 1.0):
+        raise _out_of_protocol()
+    return value
+
+
 def _count(answer: dict[str, Any], key: str, most: int) -> int:
     value = answer.get(key)
     if not (type(value) is int and 0 <= value <= most):
@@ -360,18 +371,19 @@ def compile_model(
     records: Sequence[dict[str, Any]],
     out_dir: Path,
     layout: str = PLAIN,
+    precision: str = FLOAT32,
 ) -> CompiledModel:
-    """Compile a user's model in ``layout`` with ``records`` (``shash``, ``trace_json``,
-    ``run_secs``, ``args_info``: its tasks' tuned schedules) in an isolated child; the tuned
-    library is ``out_dir``/model.so (``out_dir``: new or empty). A record matching no task is
-    ignored, one whose trace does not replay is skipped (counted). `ModelRejected` when the
-    child refuses or fails (the tuned and untuned builds disagree, a limit, a crash) or the
-    library fails
+    """Compile a user's model in ``layout`` and ``precision`` with ``records`` (``shash``,
+    ``trace_json``, ``run_secs``, ``args_info``: its tasks' tuned schedules) in an isolated
+    child; the tuned library is ``out_dir``/model.so (``out_dir``: new or empty). A record
+    matching no task is ignored, one whose trace does not replay is skipped (counted).
+    `ModelRejected` when the child refuses or fails (the tuned and untuned builds disagree, a
+    bf16 model strays from float32, a limit, a crash) or the library fails
     `tuning.checks.library_check`."""
     text = _request_source(fmt, source)
     given = _checked_inputs(inputs)
     payload = {"format": fmt, "source": text, "inputs": given, "target": target_spec,
-               "records": _records(records), "layout": layout}  # fmt: skip
+               "records": _records(records), "layout": layout, "precision": precision}  # fmt: skip
     try:
         answer = _answered(
             ask(
@@ -400,4 +412,5 @@ def compile_model(
         untuned_ms=_figure(answer, "untuned_ms"),
         tuned_ms=_figure(answer, "tuned_ms"),
         max_abs_error=_figure(answer, "max_abs_error"),
+        min_cosine=_cosine(answer) if precision != FLOAT32 else None,
     )
