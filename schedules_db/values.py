@@ -312,6 +312,7 @@ class ModelJob:
     name: str
     format: str
     layout: str  # "plain" or "blocked" (tuning.models.blocked_layout)
+    precision: str  # "float32" or "bfloat16" (tuning.models.precision)
     source_artifact_id: int
     inputs: list[dict[str, Any]]
     outputs: list[dict[str, Any]]
@@ -331,6 +332,7 @@ class ModelJob:
     untuned_ms: float | None
     tuned_ms: float | None
     max_abs_error: float | None
+    min_cosine: float | None  # a bf16 model's lowest cosine to float32 (None: float32)
     error: str | None
     created_at: datetime
     started_at: datetime | None
@@ -382,6 +384,7 @@ class PublishedModel:
     untuned_ms: float
     tuned_ms: float
     max_abs_error: float
+    min_cosine: float | None = None
 
 
 class NeighbourState(str, enum.Enum):

@@ -67,6 +67,7 @@ class Models(Aggregate):
         tasks: list[NewModelTask],
         reserve_trials: int = 0,
         layout: str = "plain",
+        precision: str = "float32",
     ) -> ModelJob:
         """Record a model (`tuning`) and its tasks in one transaction; ``reserve_trials`` of
         its ``trials`` are held back for a second round (`continue_tasks`)."""
@@ -75,6 +76,7 @@ class Models(Aggregate):
                 name=name,
                 format=fmt,
                 layout=layout,
+                precision=precision,
                 source_artifact_id=source_artifact_id,
                 inputs=inputs,
                 outputs=outputs,
@@ -240,6 +242,7 @@ class Models(Aggregate):
             row.untuned_ms = compiled.untuned_ms
             row.tuned_ms = compiled.tuned_ms
             row.max_abs_error = compiled.max_abs_error
+            row.min_cosine = compiled.min_cosine
             row.state = ModelState.SUCCEEDED.value
             row.error = None
             row.finished_at = utcnow()

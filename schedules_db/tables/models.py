@@ -39,6 +39,10 @@ class ModelRow(Base):
     # those of that layout, and a build fetches them only in it.
     layout: Mapped[str] = mapped_column(String(16), nullable=False, default="plain",
                                         server_default="plain")  # fmt: skip
+    # "float32" (as written) or "bfloat16" (matmuls and convs on bf16 operands, float32 sums):
+    # its tasks are those of that precision, and a build fetches them only in it.
+    precision: Mapped[str] = mapped_column(String(16), nullable=False, default="float32",
+                                           server_default="float32")  # fmt: skip
     source_artifact_id: Mapped[int] = mapped_column(ForeignKey("artifacts.id"), nullable=False)
     inputs: Mapped[list[dict[str, Any]]] = mapped_column(JSON, nullable=False)
     outputs: Mapped[list[dict[str, Any]]] = mapped_column(JSON, nullable=False)
@@ -62,6 +66,8 @@ class ModelRow(Base):
     untuned_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
     tuned_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
     max_abs_error: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # A reduced-precision model's lowest cosine similarity to the float32 model (NULL: float32).
+    min_cosine: Mapped[float | None] = mapped_column(Float, nullable=True)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)

@@ -69,6 +69,7 @@ def _model_request(body: ModelCreate) -> ModelRequest:
         target=body.target,
         trials=body.trials,
         layout=body.layout,
+        precision=body.precision,
     )
 
 
@@ -118,5 +119,6 @@ async def get_model_artifact(
         )
     stored = await run_in_threadpool(services.store.schedules.get_artifact, model.artifact_id)
     artifact = present(stored, "artifact")
-    name = f"tunehub-model{model_id}-{artifact.sha256[:12]}.so"
+    precision = "-bf16" if model.precision == "bfloat16" else ""  # never taken for float32
+    name = f"tunehub-model{model_id}{precision}-{artifact.sha256[:12]}.so"
     return await artifact_response(request, services.artifacts, artifact, name)

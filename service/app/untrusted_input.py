@@ -114,13 +114,14 @@ def parsed_model(
     target: dict[str, Any],
     who: str,
     layout: str = "plain",
+    precision: str = "float32",
 ) -> ParsedModel:
     """The tasks of a model submitted by ``who``, parsed, fused (in ``layout``) and extracted
     in isolation and re-derived in a second child; a 422 at ``source`` or ``inputs`` when it
     is refused."""
     with isolated_parser(limits, who):
         try:
-            return parse_model(fmt, source, inputs, target, layout)
+            return parse_model(fmt, source, inputs, target, layout, precision)
         except ModelRejected as err:
             raise InvalidInput(("body", err.field), str(err), "invalid_model") from None
 

@@ -48,6 +48,7 @@ def _inputs(shapes: list[str], dtypes: list[str]) -> list[dict[str, Any]]:
 def _line(model: dict[str, Any]) -> str:
     p = model["progress"]
     layout = " (blocked layout)" if model.get("layout") == "blocked" else ""
+    layout += " (bfloat16)" if model.get("precision") == "bfloat16" else ""
     line = (
         f"model {model['id']}{layout} {model['state']}: {p['tasks_done']}/{p['tasks']} tasks "
         f"({p['tasks_cache_hit']} cached), {p['trials_done']}/{p['trials']} trials"
@@ -76,7 +77,7 @@ def cmd_submit_model(args: argparse.Namespace) -> int:
     with _client(args) as client:
         try:
             model = submit_model(client, args.model, inputs, args.trials, target, args.name,
-                                 layout=args.layout)  # fmt: skip
+                                 layout=args.layout, precision=args.precision)  # fmt: skip
         except (OSError, ValueError) as err:
             print(f"tunehub: {err}", file=sys.stderr)
             return 2
@@ -146,6 +147,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument("--layout", choices=("plain", "blocked"), default="plain",
                    help="convolutions as written, or in a blocked channel layout (NCHW[x]c) kept "
                    "between layers; build with the same (docs/model-jobs.md)")  # fmt: skip
+    p.add_argument("--precision", choices=("float32", "bfloat16"), default="float32",
+                   help="matmuls and convolutions in float32, or on bf16 operands with float32 "
+                   "sums (a target with AVX512-BF16); build with the same")  # fmt: skip
     p.add_argument("--wait", action="store_true", help="follow the model until it is final")
     p.add_argument("--poll", type=float, default=2.0, help=argparse.SUPPRESS)
     server_options(p)

@@ -29,10 +29,13 @@ def submit_model(
     target: str | dict[str, Any] = "host",
     name: str | None = None,
     layout: str = "plain",
+    precision: str = "float32",
 ) -> dict[str, Any]:
     """Submit the model in ``path`` (``inputs``: ``{"name", "shape", "dtype"}`` each) with a
-    total budget of ``trials``, its convolutions tuned in ``layout`` ("plain" or "blocked":
-    build it with the same); the model as the server recorded it (its tasks' jobs queued)."""
+    total budget of ``trials``, its convolutions tuned in ``layout`` ("plain" or "blocked")
+    and its matmuls and convolutions in ``precision`` ("float32" or "bfloat16": bf16 operands,
+    float32 sums; build it with the same); the model as the server recorded it (its tasks'
+    jobs queued)."""
     path = Path(path)
     fmt = model_format(path)
     data = path.read_bytes()
@@ -51,6 +54,7 @@ def submit_model(
         "target": target,
         "trials": trials,
         "layout": layout,
+        "precision": precision,
     }
     # The server parses the model in two isolated children before it answers (up to 180 s
     # each): a shorter timeout would report a model that is being created as a failure.

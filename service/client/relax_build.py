@@ -30,6 +30,7 @@ def build(
     tune_missing: bool = False,
     fast_math: bool = True,
     layout: str = "plain",
+    precision: str = "float32",
 ) -> Any:
     """The Relax executable of ``mod`` (its ``main``; ``params`` bound as constants first)
     for ``target`` (a `tvm.target.Target` or its JSON), with the schedules tunehub tuned for
@@ -41,11 +42,13 @@ def build(
     model jobs tune (`tuning.models.pipeline.tuning_pipeline`); false builds them exactly, and
     the schedules tuned for those exact functions apply. ``layout``: the layout the model's
     convolutions were tuned in (``"blocked"``: NCHW[x]c kept between layers, as a model job
-    submitted with that layout tunes them)."""
+    submitted with that layout tunes them). ``precision``: the precision they were tuned in
+    (``"bfloat16"``: matmuls and convolutions on bf16 operands, float32 sums; the target needs
+    AVX512-BF16 for the tuned kernels)."""
     target = target if isinstance(target, tvm.target.Target) else tvm.target.Target(target)
     if params:
         mod = tvm.relax.transform.BindParams("main", params)(mod)
-    fused = tuning_pipeline(mod, target, fast_math, layout=layout)
+    fused = tuning_pipeline(mod, target, fast_math, layout=layout, precision=precision)
     own = client is None
     client = client or TunehubClient(server)
     try:

@@ -54,6 +54,7 @@ class TunehubDatabase(PyDatabase):
         allow_neighbour: bool = False,
         tune_missing: bool = False,
         layout: str = "plain",
+        precision: str = "float32",
     ) -> None:
         """``commit``: keep the records MetaSchedule commits (a build that tunes) and send them
         with `push`. ``cache``: save every answer on disk (`LookupCache`) and, when the server
@@ -62,9 +63,10 @@ class TunehubDatabase(PyDatabase):
         nearest tuned neighbour's schedule, refitted and checked to compile, not verified on
         this workload yet; a job then verifies and tunes it); an answer the service later
         withdraws is dropped from the cache on the next lookup. ``layout``: the pipeline's
-        layout for a Relax module `prefetch` fuses itself (`tuning.models.blocked_layout`)."""
+        layout for a Relax module `prefetch` fuses itself (`tuning.models.blocked_layout`);
+        ``precision``: its precision (`tuning.models.precision`)."""
         super().__init__()
-        self.layout = layout
+        self.layout, self.precision = layout, precision
         spec = _plain(target.export()) if isinstance(target, tvm.target.Target) else target
         self.client = client
         self.reader = RestScheduleReader(client, tvm_series(tvm.__version__), allow_neighbour)
@@ -113,7 +115,8 @@ class TunehubDatabase(PyDatabase):
                     "prefetch of a Relax module needs the target itself (a tvm.target.Target "
                     "or its JSON), not a key or label: the pipeline runs under it"
                 )
-            mod = tuning_pipeline(mod, self.target, layout=self.layout)
+            mod = tuning_pipeline(mod, self.target, layout=self.layout,
+                                  precision=self.precision)  # fmt: skip
         tasks = {
             _shash(module): (str(gvar.name_hint), module)
             for gvar, func in mod.functions.items()

@@ -269,3 +269,11 @@ class ModelCreate(BaseModel):
         "blocked channel layout kept between layers (NCHW16c on AVX-512), weights reordered at "
         "compile. Its tasks are other workloads: a build fetches them with the same layout",
     )
+    precision: Literal["float32", "bfloat16"] = Field(
+        default="float32",
+        description="'float32': as the model is written; 'bfloat16': its matmuls and "
+        "convolutions read bf16 operands (weights stored in bf16) and sum in float32, the rest "
+        "float32, checked against float32 when compiled (cosine >= 0.999, same top class). "
+        "Needs a target with AVX512-BF16 (a 422 names it); its tasks are other workloads: a "
+        "build fetches them with the same precision",
+    )

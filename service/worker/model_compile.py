@@ -86,6 +86,7 @@ def compile_one(
                 untuned_ms=compiled.untuned_ms,
                 tuned_ms=compiled.tuned_ms,
                 max_abs_error=compiled.max_abs_error,
+                min_cosine=compiled.min_cosine,
             )
             if not store.models.finish(model_id, worker, published):
                 return "lost"
@@ -139,7 +140,8 @@ def _compile(store: Store, model: ModelJob, blobs: BlobStore, work_dir: Path) ->
     out_dir = work_dir / "out"
     out_dir.mkdir()
     return compile_model(model.format, source, inputs, json.loads(target.canonical_json),
-                         records, out_dir, layout=model.layout)  # fmt: skip
+                         records, out_dir, layout=model.layout,
+                         precision=model.precision)  # fmt: skip
 
 
 @contextmanager

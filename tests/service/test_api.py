@@ -15,7 +15,7 @@ from schedules_db.tables import JobRow, TargetRow, WorkloadRow
 from service.entry.app import create_app
 from service.shared.settings import Settings
 from tests.conftest import TINY, ServerThread
-from tests.service.rows import row_counts
+from tests.service.rows import WRITTEN_BY_JOBS, row_counts
 
 MAX_TRIALS = 500
 
@@ -365,6 +365,58 @@ def test_bfloat16_needs_a_target_with_a_bf16_unit(
     # The same operator in float32 is taken on that target.
     fp32 = client.post("/jobs", json=_body({**params, "dtype": "float32"}, target=target))
     assert fp32.status_code == 201, fp32.text
+
+
+def _model_body(precision: str, target: object) -> dict:
+    import base64
+
+    from tests.tuning.model_cases import tiny_cnn
+
+    source = base64.b64encode(tiny_cnn().SerializeToString()).decode()
+    return {"name": "tiny", "format": "onnx", "source": source, "target": target, "trials": 8,
+            "inputs": [{"name": "x", "shape": [1, 3, 16, 16], "dtype": "float32"}],
+            "precision": precision}  # fmt: skip
+
+
+@pytest.mark.parametrize(("mcpu", "accepted"), [("rocketlake", False), ("sapphirerapids", True)])
+def test_a_bfloat16_model_needs_a_bf16_unit_and_tunes_tasks_of_its_own(
+    api: tuple[httpx.Client, Path], mcpu: str, accepted: bool
+) -> None:
+    """Issue 39, item 5: ``precision: bfloat16`` on a model is a 422 at ``precision`` where the
+    target has no bf16 unit (nothing recorded); elsewhere its contractions are bf16 workloads,
+    other than the float32 model's, and the model says its precision."""
+    client, data_dir = api
+    target = {"kind": "llvm", "mcpu": mcpu, "num-cores": 2}
+    tables = (*WRITTEN_BY_JOBS, "models", "model_tasks")
+    before = row_counts(data_dir, tables)
+    response = client.post("/models", json=_model_body("bfloat16", target), timeout=300)
+    if not accepted:
+        assert response.status_code == 422, response.text
+        (detail,) = response.json()["detail"]
+        assert detail["loc"] == ["body", "precision"]
+        assert detail["type"] == "missing_cpu_feature" and "AVX512-BF16" in detail["msg"]
+        assert row_counts(data_dir, tables) == before
+        return
+    assert response.status_code == 201, response.text
+    bf16 = response.json()
+    assert bf16["precision"] == "bfloat16" and bf16["state"] == "tuning"
+    fp32 = client.post("/models", json=_model_body("float32", target), timeout=300)
+    assert fp32.status_code == 201, fp32.text
+    assert fp32.json()["precision"] == "float32"
+    names = {
+        model["id"]: {
+            t["name"]: t["workload_id"]
+            for t in client.get(f"/models/{model['id']}").json()["tasks"]
+        }
+        for model in (bf16, fp32.json())
+    }
+    bf16_tasks, fp32_tasks = names[bf16["id"]], names[fp32.json()["id"]]
+    convs = [name for name in bf16_tasks if "conv2d" in name]
+    assert convs and not {bf16_tasks[n] for n in convs} & set(fp32_tasks.values())
+    shared = set(bf16_tasks.values()) & set(fp32_tasks.values())
+    assert shared  # the global pool reads float32 in both: one workload, tuned once
+    for model in (bf16, fp32.json()):
+        assert client.post(f"/models/{model['id']}/cancel").status_code == 200
 
 
 def test_auto_space_is_packed_for_weights_and_plain_otherwise(

@@ -68,6 +68,14 @@ class ModelResult(TypedDict):
     max_abs_error: Annotated[
         float | None, Field(description="tuned vs untuned output, same inputs")
     ]
+    min_cosine: Annotated[
+        float | None,
+        Field(
+            description="a bfloat16 model's lowest cosine similarity to the float32 model "
+            "over the compile's seeded inputs (at least 0.999, or it is refused); null for "
+            "float32"
+        ),
+    ]
 
 
 class ModelTaskJob(TypedDict):
@@ -96,6 +104,7 @@ class ModelTaskOut(TypedDict):
 
 ModelFormat = Literal["onnx", "relax"]
 ModelLayout = Literal["plain", "blocked"]
+ModelPrecision = Literal["float32", "bfloat16"]
 
 
 ModelState = Literal["tuning", "compiling", "succeeded", "failed", "cancelled"]
@@ -110,6 +119,10 @@ class ModelOut(TypedDict):
     layout: Annotated[
         ModelLayout,
         Field(description="the layout its convolutions were tuned in (a build fetches in it)"),
+    ]
+    precision: Annotated[
+        ModelPrecision,
+        Field(description="the precision of its matmuls and convolutions (a build fetches in it)"),
     ]
     state: ModelState
     target: TargetOut
@@ -149,6 +162,7 @@ def model_json(
             "tuned_ms": tuned,
             "speedup_vs_untuned": untuned / tuned if tuned and untuned else None,
             "max_abs_error": model.max_abs_error,
+            "min_cosine": model.min_cosine,
         }
     task_list: list[ModelTaskOut] | None = (
         [
@@ -182,6 +196,7 @@ def model_json(
         "name": model.name,
         "format": cast(ModelFormat, model.format),
         "layout": cast(ModelLayout, model.layout),
+        "precision": cast(ModelPrecision, model.precision),
         "state": cast(ModelState, model.state),
         "target": target_json(target),
         "trials": model.trials,

@@ -19,6 +19,7 @@ from schedules_db.values import Job, JobState
 from service.app.actors import Identity, require
 from service.app.admission import admitted_target, admitting, record_target
 from service.app.ports import SubmissionLimits
+from service.app.precision import require_bf16_unit
 from service.app.refusals import InvalidFields, InvalidInput
 from service.app.untrusted_input import parsed_tir
 from service.app.usecases.dispatch import dispatch_or_defer
@@ -27,7 +28,6 @@ from service.shared.settings import Settings
 from tuning.catalog import get_operator, list_operators
 from tuning.catalog.dtypes import BFLOAT16
 from tuning.catalog.workload import WorkloadSpec, catalog_workload
-from tuning.hardware.bf16 import has_bf16_dot, missing_bf16_words
 from tuning.hardware.targets import ResolvedTarget
 from tuning.search.spaces import SpaceError, resolve_space
 
@@ -148,15 +148,8 @@ def _catalog_workload(spec: OperatorChoice) -> WorkloadSpec:
 def _check_precision(workload: WorkloadSpec, target: ResolvedTarget) -> None:
     """A 422 when a bfloat16 operator is asked of a target without a bf16 unit: its kernel
     would be a float32 kernel reading bf16 (or one built for an instruction it lacks)."""
-    if workload.params.get("dtype") != BFLOAT16 or has_bf16_dot(target.tvm()):
-        return
-    raise InvalidInput(
-        ("body", "operator", "params", "dtype"),
-        f"bfloat16 needs a target with {missing_bf16_words()}; target {target.label!r} has"
-        " none (an llvm target declares it by its mcpu, or in mattr: +avx512bf16)",
-        "missing_cpu_feature",
-        BFLOAT16,
-    )
+    if workload.params.get("dtype") == BFLOAT16:
+        require_bf16_unit(target, ("body", "operator", "params", "dtype"), BFLOAT16)
 
 
 def _job_space(request: JobRequest, target_kind: str) -> str:

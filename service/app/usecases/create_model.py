@@ -29,12 +29,14 @@ from schedules_db.values import JobState, ModelJob, NewModelTask
 from service.app.actors import Identity
 from service.app.admission import admitted_target, admitting, check_room, record_target
 from service.app.ports import SubmissionLimits
+from service.app.precision import require_bf16_unit
 from service.app.refusals import InvalidInput
 from service.app.untrusted_input import parsed_model
 from service.app.usecases.dispatch import dispatch_or_defer, wake_compile_or_defer
 from service.shared.queue import JobQueue, queue_name
 from service.shared.settings import Settings
 from tuning.models.inputs import ModelInput
+from tuning.models.precision import BFLOAT16, FLOAT32
 from tuning.search.spaces import resolve_space
 from tuning.untrusted.user_model import ParsedModel
 
@@ -91,6 +93,7 @@ class ModelRequest:
     target: str | dict[str, Any]
     trials: int
     layout: str = "plain"  # tuning.models.blocked_layout.LAYOUTS
+    precision: str = FLOAT32  # tuning.models.precision.PRECISIONS
 
 
 def create_model(
@@ -111,10 +114,12 @@ def create_model(
     ``inputs``); no free or available parser (429/503); fewer ``trials`` than tasks (422);
     more tasks than ``who``'s cap leaves room for (429). Needs ``submit-code`` (the route's)."""
     target = admitted_target(store, settings, who, request.trials, request.target)
+    if request.precision == BFLOAT16:
+        require_bf16_unit(target, ("body", "precision"), BFLOAT16)
     source = _source_bytes(request)
     inputs = request.inputs
     parsed = parsed_model(limits, request.format, source, inputs, target.canonical,
-                          who.limit_key, request.layout)  # fmt: skip
+                          who.limit_key, request.layout, request.precision)  # fmt: skip
     if request.trials < len(parsed.tasks):
         raise InvalidInput(
             ("body", "trials"),
@@ -155,6 +160,7 @@ def create_model(
             name=request.name,
             fmt=request.format,
             layout=request.layout,
+            precision=request.precision,
             source_artifact_id=artifact.id,
             inputs=[{"name": i.name, "shape": list(i.shape), "dtype": i.dtype} for i in inputs],
             outputs=_outputs(parsed),
