@@ -32,6 +32,14 @@ to TVM's pool it measured 10x slower than eager) and checked against eager there
 tunehub's tuning, plain MetaSchedule's, and a build that only fetches next to an
 untuned build of the same module (the difference is what a warm service adds).
 
+With ``--bf16`` (issue 39) the row also gets bf16 columns: PyTorch under
+``torch.autocast("cpu", dtype=torch.bfloat16)``, eager (interleaved) and ``torch.compile`` (fresh
+process), and, where the host has AVX512-BF16, tunehub's model job with ``precision:
+"bfloat16"`` (its own budget, same trials per task) built with ``precision="bfloat16"``; each
+with its relative error and cosine similarity against float32 (untuned TVM; torch.compile
+against fp32 eager). On a host without the instructions the service refuses the bf16 job
+(422), and the row says so.
+
 The budget curve (``--budget-curve 8,16,32,64``, of ResNet-18, or ``--curve-model``): the
 same server tunes it with 8, then 16, 32, 64 trials per task, each continuing from the records
 of the last (a step the rows tuned already is all cache hits), and after each the fetched
@@ -44,7 +52,7 @@ against the untuned build.
     .venv/bin/pip install -e '.[bench]'      # torch: the models are PyTorch modules
     .venv/bin/python bench/model.py [--models bert,resnet18,mobilenetv2,cnn] [--trials-per-task 64]
         [--budget-curve 8,16,32,64] [--neighbour-size 192] [--skip-rows] [--skip-torch]
-        [--skip-plain] [--server URL]
+        [--skip-plain] [--server URL] [--bf16]
 """
 
 from __future__ import annotations
@@ -72,7 +80,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from kernel_quality import free_port, settle, time_callable  # noqa: E402
 from model_report import Row, print_table, task_rows  # noqa: E402
-from model_torch import compiled_latency, torch_callable  # noqa: E402
+from model_torch import compiled_latency, cosine, torch_callable  # noqa: E402
 from torch_zoo import MODULES, export_onnx, input_shape, make_module  # noqa: E402
 
 from service.client import TunehubClient  # noqa: E402
@@ -82,6 +90,8 @@ from service.client.models import submit_model, wait_model  # noqa: E402
 IMAGE_MODELS = ("cnn", "resnet18", "mobilenetv2")
 BUILD_TIMEOUT_S = 180  # plain MetaSchedule's LocalBuilder (stock: 30 s)
 TOLERANCE = 1e-3  # max |out - untuned TVM's| over max |untuned TVM's|
+MIN_COSINE = 0.999  # a bf16 way against float32 (the service's own model check)
+BF16 = "bf16"  # in the name of every reduced-precision way
 
 
 # -- servers ---------------------------------------------------------------------------------
@@ -127,20 +137,22 @@ def serve(url: str | None) -> Iterator[TunehubClient]:
 
 
 def tune_with_tunehub(client: TunehubClient, model: Any, shape: list[int], trials: int,
-                      folder: Path) -> tuple[float, dict[str, Any]]:  # fmt: skip
-    """Submit ``model`` with ``trials`` in total and wait until it is compiled; the wall (s)
-    and the model as the server shows it (its tasks included)."""
+                      folder: Path, precision: str = "float32",
+                      ) -> tuple[float, dict[str, Any]]:  # fmt: skip
+    """Submit ``model`` in ``precision`` with ``trials`` in total and wait until it is
+    compiled; the wall (s) and the model as the server shows it (its tasks included)."""
     path = folder / f"{model.graph.name}.onnx"
     onnx.save(model, path)
     inputs = [{"name": "x", "shape": shape, "dtype": "float32"}]
     started = time.monotonic()
-    submitted = submit_model(client, path, inputs, trials)
+    submitted = submit_model(client, path, inputs, trials, precision=precision)
     done = wait_model(client, submitted["id"], poll_s=2)
     wall = time.monotonic() - started
     if done["state"] != "succeeded":
         raise SystemExit(f"model {done['id']} {done['state']}: {done['error']}")
     failed = done["progress"]["tasks_failed"]
-    print(f"  tunehub: {done['progress']['tasks']} tasks, {trials} trials in {wall:.0f} s; "
+    print(f"  tunehub ({precision}): {done['progress']['tasks']} tasks, {trials} trials in "
+          f"{wall:.0f} s; "
           f"{done['result']['tasks_applied']} tasks tuned, {failed} task jobs failed",
           flush=True)  # fmt: skip
     return wall, done
@@ -192,12 +204,20 @@ def tvm_ways(mod: Any, target: Any, client: TunehubClient, budget: tuple[int, in
 def measure(row: Row, ways: dict[str, Callable[[], np.ndarray]], rounds: int,
             repeat: int) -> None:  # fmt: skip
     """Check every way's output against untuned TVM's (relative to its largest magnitude: the
-    random weights make ResNet-18's outputs ~1e10), then time them interleaved."""
+    random weights make ResNet-18's outputs ~1e10; a bf16 way by its cosine too), then time
+    them interleaved."""
     reference = ways["untuned"]()
     scale = max(float(np.max(np.abs(reference))), 1e-30)
     for name, fn in ways.items():
-        row.error[name] = float(np.max(np.abs(fn() - reference))) / scale
-        if row.error[name] > TOLERANCE:
+        out = fn()
+        row.error[name] = float(np.max(np.abs(out - reference))) / scale
+        if BF16 in name:
+            similarity = cosine(out, reference)
+            row.notes.append(
+                f"{name}: cosine {similarity:.6f} to float32 (untuned TVM)"
+                + ("" if similarity >= MIN_COSINE else f", under {MIN_COSINE}")
+            )
+        elif row.error[name] > TOLERANCE:
             row.notes.append(f"{name} differs from untuned TVM by {row.error[name]:.2g}")
     samples: dict[str, list[float]] = {name: [] for name in ways}
     for _ in range(rounds):
@@ -256,18 +276,52 @@ def bench_model(name: str, client: TunehubClient, args: argparse.Namespace, fold
     for run in ways.values():
         run()
     ways["onnxruntime"] = bound(ort_callable(model, tvm.runtime.num_threads()), x)
+    if args.bf16:
+        bf16_build = tunehub_bf16(client, mod, model, shape, target, args, folder, row)
+        if bf16_build is not None:
+            ways[f"tunehub {BF16}"] = bound(bf16_build, data)
     if not args.skip_torch:
         ways["torch eager"] = bound(torch_callable(name, False), x)
+        if args.bf16:
+            ways[f"torch {BF16}"] = bound(torch_callable(name, False, bf16=True), x)
     measure(row, ways, args.rounds, args.repeat)
     if not args.skip_torch:
-        compiled = compiled_latency(name, args.repeat)
-        if isinstance(compiled, str):
-            row.notes.append(compiled)
-        else:
-            row.ms["torch.compile"], error = compiled
-            row.notes.append(f"torch.compile timed alone in a fresh process (max rel. error vs "
-                             f"eager {error:.1e}), not interleaved with the others")  # fmt: skip
+        for way, bf16 in (("torch.compile", False), (f"torch.compile {BF16}", True)):
+            if bf16 and not args.bf16:
+                continue
+            compiled = compiled_latency(name, args.repeat, bf16)
+            if isinstance(compiled, str):
+                row.notes.append(compiled)
+                continue
+            row.ms[way], error, similarity = compiled
+            row.notes.append(f"{way} timed alone in a fresh process (vs fp32 eager: max rel. "
+                             f"error {error:.1e}, cosine {similarity:.6f}), not interleaved "
+                             "with the others")  # fmt: skip
     return row
+
+
+def tunehub_bf16(client: TunehubClient, mod: Any, model: Any, shape: list[int], target: Any,
+                 args: argparse.Namespace, folder: Path, row: Row) -> Any:  # fmt: skip
+    """tunehub's bf16 model (`--bf16`): tuned with the same trials per task as the float32
+    row, fetched and built in bf16; its VM's ``main``, or None (and a note) where the host has
+    no AVX512-BF16."""
+    import tvm
+    from tvm import relax
+
+    from service.client.relax_build import build
+    from tuning.hardware.bf16 import has_bf16_dot
+    from tuning.models.pipeline import extract, tuning_pipeline
+
+    if not has_bf16_dot(target):
+        row.notes.append(f"tunehub {BF16}: the host target has no AVX512-BF16 (the service "
+                         "refuses a bf16 model there: 422 missing_cpu_feature)")  # fmt: skip
+        return None
+    fused = tuning_pipeline(mod, target, precision="bfloat16")
+    trials = len(extract(fused, target)) * args.trials_per_task
+    row.wall[f"tunehub {BF16} tune"], _ = tune_with_tunehub(client, model, shape, trials, folder,
+                                                           precision="bfloat16")  # fmt: skip
+    executable = build(mod, target, client=client, precision="bfloat16")
+    return relax.VirtualMachine(executable, tvm.cpu())["main"]
 
 
 def budget_curve(
@@ -379,6 +433,9 @@ def main() -> int:
         help="no plain MetaSchedule build (it tunes as long as tunehub does)",
     )
     parser.add_argument("--server", help="a running tunehub (default: start a fresh one)")
+    parser.add_argument("--bf16", action="store_true",
+                        help="bf16 columns: PyTorch autocast, and tunehub's bf16 model where the "
+                        "host has AVX512-BF16 (issue 39)")  # fmt: skip
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument(

@@ -64,6 +64,8 @@ def ratio(row: Row, way: str) -> str:
 
 def print_table(rows: list[Row], threads: int) -> None:
     ways = ["tunehub", "plain TVM", "untuned", "onnxruntime", "torch eager", "torch.compile"]
+    bf16 = ["tunehub bf16", "torch bf16", "torch.compile bf16"]
+    ways += [w for w in bf16 if any(w in r.ms for r in rows)]
     head = (f"{'model':<11} {'tasks':>5} {'trials':>6} "
             + " ".join(f"{w + ' ms':>16}" for w in ways)
             + f" {'ort/tunehub':>11} {'eager/tunehub':>13} {'compile/tunehub':>15} "
@@ -87,6 +89,11 @@ def print_table(rows: list[Row], threads: int) -> None:
             print(f"{t.name[:40]:<40} {t.weight:>5} {t.trials:>6} {t.latency_us:>11.1f} "
                   f"{100 * t.share:>5.1f}% {roof} {of} {t.space:>12}")  # fmt: skip
     print("roofline: '-' where the target's figures were measured under load (not trusted)")
+    for r in rows:
+        if "tunehub bf16" in r.ms:
+            print(f"{r.model}: tunehub bf16 {r.ms['tunehub bf16']:.3f} ms: "
+                  + ", ".join(f"{w} {r.ms[w] / r.ms['tunehub bf16']:.2f}x" for w in ways
+                              if w in r.ms and w != "tunehub bf16"))  # fmt: skip
     for r in rows:
         errors = ", ".join(f"{w} {e:.1e}" for w, e in r.error.items())
         print(f"{r.model}: max |out - untuned TVM| / max |untuned TVM|: {errors}")
