@@ -91,7 +91,8 @@ def print_table(rows: list[Row], threads: int) -> None:
     print("roofline: '-' where the target's figures were measured under load (not trusted)")
     for r in rows:
         if "tunehub bf16" in r.ms:
-            print(f"{r.model}: tunehub bf16 {r.ms['tunehub bf16']:.3f} ms: "
+            print(f"{r.model}: tunehub bf16 {r.ms['tunehub bf16']:.3f} ms (tuned in "
+                  f"{r.wall.get('tunehub bf16 tune', float('nan')):.0f} s): "
                   + ", ".join(f"{w} {r.ms[w] / r.ms['tunehub bf16']:.2f}x" for w in ways
                               if w in r.ms and w != "tunehub bf16"))  # fmt: skip
     for r in rows:

@@ -419,6 +419,61 @@ def test_a_bfloat16_model_needs_a_bf16_unit_and_tunes_tasks_of_its_own(
         assert client.post(f"/models/{model['id']}/cancel").status_code == 200
 
 
+BF16_TIR = """@I.ir_module
+class Module:
+    @T.prim_func(s_tir=True)
+    def main(A: T.Buffer((16,), "bfloat16"), B: T.Buffer((16,), "float32")):
+        for i in range(16):
+            with T.sblock("B"):
+                v_i = T.axis.spatial(16, i)
+                B[v_i] = T.Cast("float32", A[v_i]) * T.float32(2.0)
+"""
+
+
+def _bf16_task() -> dict:
+    """The tiny CNN's second conv in bf16, as a build sends a task it found no schedule for."""
+    import tvm
+    from tvm.relax.frontend.onnx import from_onnx
+
+    from tests.tuning.model_cases import tiny_cnn
+    from tuning.hardware.targets import resolve_target
+    from tuning.models.pipeline import extract, tuning_pipeline
+
+    mod = from_onnx(tiny_cnn(), shape_dict={"x": [1, 3, 16, 16]}, keep_params_in_input=False)
+    target = tvm.target.Target(resolve_target("host").canonical)
+    tasks = extract(tuning_pipeline(mod, target, precision="bfloat16"), target)
+    task = next(t for t in tasks if t.name.startswith("fused_conv2d1"))
+    return {"name": task.name, "module": tvm.ir.save_json(task.mod)}
+
+
+@pytest.mark.parametrize(("mcpu", "accepted"), [("rocketlake", False), ("sapphirerapids", True)])
+def test_raw_tir_and_uploaded_tasks_in_bf16_need_a_bf16_unit_too(
+    api: tuple[httpx.Client, Path], mcpu: str, accepted: bool
+) -> None:
+    """Issue 39: bf16 work reaches no target without a bf16 unit by another door: raw TIR with a
+    bf16 buffer (422 at ``tir``) and a bf16 build's missing tasks (422 at ``tasks.N``)."""
+    client, data_dir = api
+    target = {"kind": "llvm", "mcpu": mcpu, "num-cores": 2}
+    before = row_counts(data_dir)
+    tir = {"tir": {"format": "tvmscript", "source": BF16_TIR}, "target": target, "trials": 2}
+    upload = {"target": target, "tasks": [_bf16_task()]}
+    responses = [client.post("/jobs", json=tir, timeout=300),
+                 client.post("/tasks", json=upload, timeout=300)]  # fmt: skip
+    if accepted:
+        assert [r.status_code for r in responses] == [201, 200], [r.text for r in responses]
+        for job_id in [
+            responses[0].json()["id"],
+            *[t["job_id"] for t in responses[1].json()["tasks"]],
+        ]:
+            client.post(f"/jobs/{job_id}/cancel")
+        return
+    for response, loc in zip(responses, (["body", "tir"], ["body", "tasks", 0]), strict=True):
+        assert response.status_code == 422, response.text
+        (detail,) = response.json()["detail"]
+        assert detail["loc"] == loc and detail["type"] == "missing_cpu_feature", detail
+    assert row_counts(data_dir) == before
+
+
 def test_auto_space_is_packed_for_weights_and_plain_otherwise(
     api: tuple[httpx.Client, Path],
 ) -> None:

@@ -29,6 +29,10 @@ from tuning.models.pipeline import TaskRecord, compile_with, database_of, extrac
 from tuning.models.precision import FLOAT32, PRECISIONS
 from tuning.models.run import (
     AGREEMENT_INPUTS,
+    ATOL,
+    BF16_ATOL,
+    BF16_RTOL,
+    RTOL,
     OutputsDiffer,
     agreement,
     max_abs_error,
@@ -290,8 +294,9 @@ def model_compile(
         path = BUILD_DIR / f"{name}.so"
         export_library(compile_with(fused, target, database_of(tasks, chosen, target)), path)
         built[name] = run_library(path, arrays)
+    tolerance = (ATOL, RTOL) if precision == FLOAT32 else (BF16_ATOL, BF16_RTOL)
     try:
-        error = max_abs_error(built["untuned"].outputs, built["tuned"].outputs)
+        error = max_abs_error(built["untuned"].outputs, built["tuned"].outputs, *tolerance)
     except OutputsDiffer as err:
         raise Refused(f"the tuned model is wrong: {err}") from None
     path = BUILD_DIR / "exact.so"

@@ -27,6 +27,7 @@ from tuning.jail.isolated import MODEL_COMPILE_LIMITS, MODEL_IMPORT_LIMITS
 from tuning.models.blocked_layout import PLAIN
 from tuning.models.inputs import DTYPES, InvalidInputs, ModelInput, check_inputs
 from tuning.models.precision import FLOAT32
+from tuning.models.run import MIN_COSINE
 from tuning.untrusted.ask import ask
 from tuning.untrusted.user_tir import ALLOWED_IMPORTS, MAX_SHASH_DIGITS
 from tuning.untrusted.user_tir import FREE_NAMES as TIR_NAMES
@@ -338,8 +339,9 @@ def _figure(answer: dict[str, Any], key: str) -> float:
 
 
 def _cosine(answer: dict[str, Any]) -> float:
+    """The child's lowest cosine, which its own check held to `MIN_COSINE` (held again here)."""
     value = answer.get("min_cosine")
-    if not (isinstance(value, float) and -1.0 <= value <= 1.0):
+    if not (isinstance(value, float) and MIN_COSINE <= value <= 1.0 + 1e-9):
         raise _out_of_protocol()
     return value
 

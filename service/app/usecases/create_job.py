@@ -19,7 +19,7 @@ from schedules_db.values import Job, JobState
 from service.app.actors import Identity, require
 from service.app.admission import admitted_target, admitting, record_target
 from service.app.ports import SubmissionLimits
-from service.app.precision import require_bf16_unit
+from service.app.precision import mentions_bf16, require_bf16_unit
 from service.app.refusals import InvalidFields, InvalidInput
 from service.app.untrusted_input import parsed_tir
 from service.app.usecases.dispatch import dispatch_or_defer
@@ -76,8 +76,9 @@ def create_job(
     Refusals, in the order they are checked: raw TIR without ``submit-code`` or a priority
     above 0 without ``admin`` (403, before anything is parsed); ``who`` at its cap of queued and
     running jobs (429); ``trials`` over ``settings.max_trials``, a target tunehub refuses, or a
-    target no worker registered without ``admin`` (422); then the workload and its space (422;
-    raw TIR: 422 ``tir_too_large`` before it is parsed, 429 while ``who`` parses already or
+    target no worker registered without ``admin`` (422); then the workload and its space (422,
+    ``missing_cpu_feature`` for bf16 work on a target without a bf16 unit; raw TIR: 422
+    ``tir_too_large`` before it is parsed, 429 while ``who`` parses already or
     its parse-time quota is in debt, 429/503 when no isolated parser comes free or none is
     available). ``submitted_by`` is ``who``.
     """
@@ -85,6 +86,8 @@ def create_job(
     target = admitted_target(store, settings, who, request.trials, request.target)
     if request.tir is not None:
         workload = _tir_workload(limits, settings, request.tir, who.limit_key)
+        if mentions_bf16(workload.mod_json):
+            require_bf16_unit(target, ("body", "tir"), BFLOAT16)
     else:
         assert request.operator is not None  # a request holds exactly one of the two
         workload = _catalog_workload(request.operator)

@@ -109,7 +109,8 @@ def create_model(
     model as stored (`tuning`; its compile is woken at once when every task is a cache hit).
 
     Refusals, in order: ``who`` at its cap of active jobs (429); ``trials`` over
-    ``settings.max_trials``, a target tunehub refuses or no worker registered (422); a source
+    ``settings.max_trials``, a target tunehub refuses or no worker registered (422);
+    ``precision`` bfloat16 on a target without a bf16 unit (422 ``missing_cpu_feature``); a source
     that is not base64 (ONNX) or that the isolated parser refuses (422 at ``source`` or
     ``inputs``); no free or available parser (429/503); fewer ``trials`` than tasks (422);
     more tasks than ``who``'s cap leaves room for (429). Needs ``submit-code`` (the route's)."""

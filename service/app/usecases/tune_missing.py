@@ -22,12 +22,14 @@ from schedules_db.values import JobState
 from service.app.actors import Identity
 from service.app.admission import admitted_target, admitting, record_target
 from service.app.ports import SubmissionLimits
+from service.app.precision import mentions_bf16, require_bf16_unit
 from service.app.responses.lookups import TaskState
 from service.app.untrusted_input import parsed_tasks
 from service.app.usecases.dispatch import dispatch_or_defer
 from service.app.usecases.neighbour_answers import answer_missing
 from service.shared.queue import JobQueue, queue_name
 from service.shared.settings import Settings
+from tuning.models.precision import BFLOAT16
 from tuning.search.spaces import resolve_space
 from tuning.untrusted.user_tasks import TaskSource
 
@@ -54,11 +56,15 @@ def tune_missing(
     state). Refusals, in order: ``who`` at its cap of active jobs, or without room for a job
     per task without a verified best (429); a target tunehub refuses or no worker registered
     (422); a task too large to parse or that the isolated parser refuses (422 at ``tasks``,
-    naming the task); ``who`` parsing already or in debt of parse time (429); no free or
+    naming the task; ``missing_cpu_feature`` for a task with bf16 buffers on a target without
+    a bf16 unit); ``who`` parsing already or in debt of parse time (429); no free or
     available parser (429/503). Needs ``submit-code`` (the route's)."""
     trials = min(MISSING_TASK_TRIALS, settings.max_trials)
     target = admitted_target(store, settings, who, trials, request.target)
     parsed = parsed_tasks(limits, settings, request.tasks, who.limit_key)
+    for index, task in enumerate(parsed):  # a bf16 build's tasks, on a target that lacks it
+        if mentions_bf16(task.mod_json):
+            require_bf16_unit(target, ("body", "tasks", index), BFLOAT16)
     reader = SqlScheduleReader(store)
     key = target_key(target.canonical)
     tuned = reader.lookup(key, [task.shash for task in parsed])
