@@ -61,10 +61,8 @@ def run_library(path: Path, arrays: Sequence[Any], timed: bool = True) -> Run:
     ``arrays`` once for its outputs, then time it (median of repeats, one call each; with
     ``timed`` false, not: ``median_ms`` is NaN)."""
     import tvm
-    from tvm import relax
 
-    device = tvm.cpu()
-    vm = relax.VirtualMachine(tvm.runtime.load_module(str(path)), device)
+    vm, device = _vm(path)
     args = [tvm.runtime.tensor(a, device) for a in arrays]
     outputs = _outputs(vm["main"](*args))
     if not timed:
@@ -79,12 +77,19 @@ def outputs_on(path: Path, inputs: Sequence[Sequence[Any]]) -> list[list[Any]]:
     """The outputs of the exported library at ``path`` on each set of ``inputs`` (loaded
     once, untimed)."""
     import tvm
+
+    vm, device = _vm(path)
+    return [_outputs(vm["main"](*[tvm.runtime.tensor(a, device) for a in arrays]))
+            for arrays in inputs]  # fmt: skip
+
+
+def _vm(path: Path) -> tuple[Any, Any]:
+    """A fresh Relax VM on the CPU over the exported library at ``path``, and that CPU."""
+    import tvm
     from tvm import relax
 
     device = tvm.cpu()
-    vm = relax.VirtualMachine(tvm.runtime.load_module(str(path)), device)
-    return [_outputs(vm["main"](*[tvm.runtime.tensor(a, device) for a in arrays]))
-            for arrays in inputs]  # fmt: skip
+    return relax.VirtualMachine(tvm.runtime.load_module(str(path)), device), device
 
 
 def _outputs(result: Any) -> list[Any]:
