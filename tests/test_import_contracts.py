@@ -38,12 +38,13 @@ FAST_MATH = "tuning.models.fast_math"  # the pipeline's rewrite of exp, erf, tan
 BLOCKED = "tuning.models.blocked_layout"  # the pipeline's blocked channel layout: TVM only
 PRECISION = "tuning.models.precision"  # the pipeline's bf16 rewrite of matmuls and convs: TVM only
 BF16 = "tuning.hardware.bf16"  # tunehub's bf16 tensor intrinsic a replayed trace names: TVM only
+AMX = "tuning.hardware.amx"  # tunehub's AMX tile intrinsics a replayed trace names: TVM only
 # What a process checks before it loads a library or replays a trace (the worker and a build
 # alike): standard library only, so the light client runs the same checks.
 CHECKS = ("tuning.checks.library_check", "tuning.checks.trace_gate")
 LIGHT = (
     "httpx", "tvm", "tvm_ffi", "schedule_reads", "service.client", PIPELINE, FAST_MATH, BLOCKED,
-    PRECISION, BF16, "tuning.ir", *CHECKS
+    PRECISION, BF16, AMX, "tuning.ir", *CHECKS
 )  # fmt: skip
 # The command-line entry modules start either side of the service; at module level they stay
 # light (`tunehub --help` and the client commands import no server), heavy imports go in handlers.
@@ -111,7 +112,7 @@ TUNING_FLOORS = (
 TUNING_DEFERRED = {
     ("tuning.search.spaces", "tuning.search.channel_vectors"): "TVM, off the API's space names",
     ("tuning.search.spaces", "tuning.search.micro_kernels"): "TVM, off the API's space names",
-    ("tuning.search.spaces", "tuning.search.bf16_dot"): "TVM, off the API's space names",
+    ("tuning.search.spaces", "tuning.search.bf16_rule"): "TVM, off the API's space names",
     ("tuning.measure.kernel_child", "tuning.catalog.dtypes"): "numpy, after stdout is moved",
     ("tuning.untrusted.child", "tuning.untrusted.requests"): "every request, after stdout is moved",
 }
@@ -162,7 +163,8 @@ RULES = (
     ),
     Rule(FAST_MATH, "the pipeline's fast math: TVM only", only=("tvm",)),
     Rule(BLOCKED, "the pipeline's blocked layout: TVM only", only=("tvm", "tvm_ffi")),
-    Rule(BF16, "tunehub's bf16 tensor intrinsic: TVM only", only=("tvm", "tvm_ffi")),
+    Rule(BF16, "tunehub's bf16 tensor intrinsic: TVM only", only=("tvm", "tvm_ffi", AMX)),
+    Rule(AMX, "tunehub's AMX tile intrinsics: TVM only", only=("tvm",)),
     Rule(PRECISION, "the pipeline's bf16 rewrite: TVM only", only=("tvm",)),
     Rule(
         "tuning.ir", "IR helpers: TVM only (the light client imports them)", only=("tvm", "tvm_ffi")

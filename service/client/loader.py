@@ -47,6 +47,7 @@ from service.client.thread_pool import (
     threads_for,
 )
 from tuning.checks.library_check import check_library
+from tuning.hardware.bf16 import request_amx
 
 __all__ = [
     "Kernel",
@@ -406,6 +407,7 @@ def _load_library(
                 f"(sha256 {sha256_of(path)}, announced {announced})"
             )
         check_library(path)  # what runs on load (a constructor) is refused before it runs
+        request_amx()  # a kernel on AMX tiles needs the tile state
         return tvm.runtime.load_module(str(path))
     with tempfile.TemporaryDirectory(prefix="tunehub-kernel-") as folder:
         path = Path(folder) / f"{announced}.so"
@@ -414,6 +416,7 @@ def _load_library(
         else:
             with TunehubClient() as own:
                 own.download_artifact(_field(schedule, "id"), path)  # checked as downloaded
+        request_amx()
         return tvm.runtime.load_module(str(path))
 
 

@@ -16,6 +16,7 @@ import tvm
 
 from service.client.http import TunehubClient
 from service.client.tvm_database import TunehubDatabase
+from tuning.hardware.bf16 import request_amx
 from tuning.models.pipeline import compile_with, tuning_pipeline
 
 
@@ -44,7 +45,8 @@ def build(
     convolutions were tuned in (``"blocked"``: NCHW[x]c kept between layers, as a model job
     submitted with that layout tunes them). ``precision``: the precision they were tuned in
     (``"bfloat16"``: matmuls and convolutions on bf16 operands, float32 sums; the target needs
-    AVX512-BF16 for the tuned kernels)."""
+    AVX512-BF16 for the tuned kernels, and AMX-BF16 for those on AMX tiles: this process asks
+    Linux for the tile state, `tuning.hardware.bf16.request_amx`, as it builds)."""
     target = target if isinstance(target, tvm.target.Target) else tvm.target.Target(target)
     if params:
         mod = tvm.relax.transform.BindParams("main", params)(mod)
@@ -56,6 +58,8 @@ def build(
             client, target, allow_neighbour=allow_neighbour, tune_missing=tune_missing
         )
         database.prefetch(fused)
+        if precision != "float32":
+            request_amx()  # the executable runs here, and its kernels may be on AMX tiles
         return compile_with(fused, target, database)
     finally:
         if own:

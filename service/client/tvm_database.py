@@ -33,7 +33,7 @@ from service.client.http import TunehubClient
 from service.client.lookup_cache import CachedLookups, LookupCache
 from service.client.reader import RestScheduleReader
 from tuning.checks.trace_gate import UnsafeTrace, check_trace_text
-from tuning.hardware.bf16 import DOT_16x2, register_bf16_intrinsics
+from tuning.hardware.bf16 import register_named_intrinsics
 from tuning.models.pipeline import tuning_pipeline
 
 MAX_TASKS_PER_UPLOAD = 64  # the service's cap on one POST /tasks
@@ -249,8 +249,7 @@ class TunehubDatabase(PyDatabase):
         except UnsafeTrace as err:
             warnings.warn(f"schedule {best.schedule_id} is not applied: {err}", stacklevel=2)
             return []
-        if DOT_16x2 in record.trace_json:  # tunehub's own tensor intrinsic, named by the trace
-            register_bf16_intrinsics()
+        register_named_intrinsics(record.trace_json)  # tunehub's own intrinsics it names
         raw = [trace, record.run_secs, target, record.args_info]
         return [TuningRecord.from_json(raw, workload)]
 

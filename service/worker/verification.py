@@ -32,7 +32,7 @@ from tuning.catalog import get_operator
 from tuning.catalog.dtypes import random_operand, summed_tolerance, widen_tolerance
 from tuning.checks.library_check import UnsafeLibrary
 from tuning.checks.trace_gate import UnsafeTrace
-from tuning.hardware.bf16 import DOT_16x2
+from tuning.hardware.bf16 import reads_packed_bf16
 from tuning.hardware.host import current_tvm_series
 from tuning.ir import arg_specs, reduction_length
 from tuning.measure.devices import KernelSession, Measurer
@@ -208,7 +208,7 @@ def _with_drop_in(
     ``main`` (the user's layouts, packing inside the call), each entry point verified. A
     kernel whose drop-in TVM cannot build (a bf16 micro-kernel: `tuning.search.bf16_dot`) is
     published without it, as it was verified and timed."""
-    drop_in = DOT_16x2 not in record.trace_json
+    drop_in = not reads_packed_bf16(record.trace_json)
     split = split_packed(apply_trace(mod, record.trace_json), drop_in=drop_in)
     path = work_dir / f"published-{record.id}.so"
     kernel = session.load(build_library(split.mod, target, path))

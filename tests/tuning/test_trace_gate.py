@@ -121,11 +121,19 @@ def test_every_trace_the_search_spaces_write_passes(target: str, spaces: tuple[s
 def test_the_allowed_tensor_intrinsics_are_tvms_own() -> None:
     from tvm.s_tir import TensorIntrin
 
+    from tuning.hardware.amx import PREFIX, register_named_amx_intrinsics
     from tuning.hardware.intrinsics import load_tensor_intrinsics
 
     load_tensor_intrinsics([{"kind": "llvm"}, {"kind": "cuda"}])
     for name in TENSOR_INTRINSICS:
+        if name.startswith(PREFIX):  # tunehub's AMX blocks, registered when a trace names one
+            continue
         assert TensorIntrin.get(name) is not None, name
+    # Every AMX block shape, at the shortest and longest k block (all are in test_amx_tiles).
+    for name in ("16x16x32", "16x32x4096", "32x16x32", "32x32x4096"):
+        assert PREFIX + name in TENSOR_INTRINSICS
+        register_named_amx_intrinsics(PREFIX + name)
+        assert TensorIntrin.get(PREFIX + name) is not None, name
 
 
 def test_the_probes_trace_is_refused(tmp_path: Path) -> None:

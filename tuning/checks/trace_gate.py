@@ -70,10 +70,13 @@ SCOPES = frozenset(
 )  # fmt: skip
 # The tensor intrinsics MetaSchedule's default CPU and CUDA rules tensorize with (TVM's
 # registry holds more, for other targets, whose bodies call other builtins), and tunehub's
-# AVX512-BF16 dot product (`tuning.hardware.bf16.DOT_16x2`, a floor this one may not import:
-# its body is tunehub's, not the trace's).
+# AVX512-BF16 dot product (`tuning.hardware.bf16.DOT_16x2`) and AMX tile blocks
+# (`tuning.hardware.amx`: every block and k block it can register), floors this one may not
+# import: their bodies are tunehub's, not the trace's.
 TENSOR_INTRINSICS = frozenset(
     {"dot_16x4_vnni", "dot_16x4_avx512", "tunehub_avx512bf16_dot_16x2"}
+    | {f"tunehub_amx_bf16_{r}x{c}x{k}" for r in (16, 32) for c in (16, 32)
+       for k in range(32, 4097, 32)}
     | {f"wmma_fill_16x16x16_{t}" for t in ("f32", "f16", "s32")}
     | {f"wmma_load_16x16x16_{t}_{m}_shared_dyn" for t in ("f16", "s8")
        for m in ("a", "b", "b_trans")}

@@ -25,6 +25,9 @@ import ctypes
 import functools
 from typing import Any
 
+from tuning.hardware.amx import PREFIX as AMX_PREFIX
+from tuning.hardware.amx import register_named_amx_intrinsics
+
 AMX = "amx"
 AVX512_BF16 = "avx512_bf16"
 UNIT_FEATURES = {AMX: ("amx-tile", "amx-bf16"), AVX512_BF16: ("avx512bf16",)}
@@ -68,7 +71,8 @@ def bf16_unit(target: Any) -> str | None:
 
 def has_bf16_dot(target: Any) -> bool:
     """Whether ``target`` (a TVM target) declares AVX512-BF16, the unit tunehub's bf16 kernels
-    are built for (`DOT_16x2`); AMX tiles alone are not used yet."""
+    are built for (`DOT_16x2`, and beside it, where the target also has AMX-BF16, the tile kernel
+    of `tuning.hardware.amx`: every CPU with AMX has AVX512-BF16)."""
     from tvm.target import codegen
 
     return target.kind.name == "llvm" and bool(codegen.target_has_features("avx512bf16", target))
@@ -76,7 +80,7 @@ def has_bf16_dot(target: Any) -> bool:
 
 def missing_bf16_words() -> str:
     """What a target lacks for tunehub's bf16 kernels, in words for an error message."""
-    return f"{UNIT_NAMES[AVX512_BF16]} (AMX tiles alone are not used yet)"
+    return f"{UNIT_NAMES[AVX512_BF16]} (every CPU with AMX-BF16 has it)"
 
 
 @functools.cache
@@ -96,6 +100,21 @@ def request_amx() -> bool:
         ctypes.c_long(_XFEATURE_XTILEDATA),
     )
     return int(done) == 0
+
+
+def reads_packed_bf16(text: str) -> bool:
+    """Whether a trace (``text``) tensorizes with one of tunehub's bf16 intrinsics, which read
+    the packed weight's bf16 bits: such a kernel has no drop-in ``main``
+    (`tuning.publish.packing.split_packed`)."""
+    return DOT_16x2 in text or AMX_PREFIX in text
+
+
+def register_named_intrinsics(text: str) -> None:
+    """Register tunehub's tensor intrinsics that ``text`` (a trace) names, before replaying it:
+    `DOT_16x2`, and the AMX tile blocks (`tuning.hardware.amx`)."""
+    if DOT_16x2 in text:
+        register_bf16_intrinsics()
+    register_named_amx_intrinsics(text)
 
 
 def register_bf16_intrinsics() -> None:

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from tuning.checks.library_check import check_library
+from tuning.hardware.bf16 import request_amx
 
 FRAME = b"TUNEHUB-ANSWER "
 MAX_REQUEST_BYTES = 1 << 20
@@ -143,6 +144,7 @@ def _reason(err: BaseException) -> str:
 
 
 def main() -> None:
+    request_amx()  # a kernel on AMX tiles needs the tile state (False where there is none)
     answer_fd = os.dup(1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tuning.hardware.bf16 import request_amx
 from tuning.models.inputs import ModelInput
 
 TIME_BUDGET_S = 3.0  # per library: the timed repeats are fitted into it (at least 3)
@@ -88,6 +89,7 @@ def _vm(path: Path) -> tuple[Any, Any]:
     import tvm
     from tvm import relax
 
+    request_amx()  # a kernel on AMX tiles needs the tile state (False where there is none)
     device = tvm.cpu()
     return relax.VirtualMachine(tvm.runtime.load_module(str(path)), device), device
 

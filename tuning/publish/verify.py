@@ -15,7 +15,15 @@ import numpy as np
 
 from tuning.checks.library_check import UnsafeLibrary, export_library
 from tuning.checks.trace_gate import check_trace_text
-from tuning.hardware.bf16 import DPBF16PS, DOT_16x2, has_bf16_dot, register_bf16_intrinsics
+from tuning.hardware.amx import TDPBF16PS
+from tuning.hardware.bf16 import (
+    AMX,
+    DPBF16PS,
+    bf16_unit,
+    has_bf16_dot,
+    register_named_intrinsics,
+    request_amx,
+)
 
 
 class VerificationError(Exception):
@@ -28,8 +36,7 @@ def apply_trace(mod: Any, trace_json: str) -> Any:
     from tvm.s_tir.schedule import Schedule, Trace
 
     trace = check_trace_text(trace_json)
-    if DOT_16x2 in trace_json:  # one of tunehub's own intrinsics: this process may lack it
-        register_bf16_intrinsics()
+    register_named_intrinsics(trace_json)  # tunehub's own intrinsics: this process may lack them
     sch = Schedule(mod)
     Trace.apply_json_to_schedule(trace, sch)
     return sch.mod
@@ -39,12 +46,16 @@ def build_library(mod: Any, target: Any, path: Path) -> Path:
     """Compile ``mod`` with `tvm.compile` and export it as a checked shared library at
     ``path`` (`tuning.checks.library_check.export_library`): what is verified, timed and
     served is that file. A module calling tunehub's bf16 dot product (`DPBF16PS`, which a
-    trace may tensorize any bf16 block with) is refused for a target without AVX512-BF16
-    (`UnsafeLibrary`): its kernel would die of SIGILL where the target says it runs."""
+    trace may tensorize any bf16 block with) is refused for a target without AVX512-BF16, one
+    with AMX tile instructions for a target without AMX-BF16 (`UnsafeLibrary`): its kernel
+    would die of SIGILL where the target says it runs."""
     import tvm
 
-    if DPBF16PS in mod.script() and not has_bf16_dot(tvm.target.Target(target)):
+    script, tvm_target = mod.script(), tvm.target.Target(target)
+    if DPBF16PS in script and not has_bf16_dot(tvm_target):
         raise UnsafeLibrary(f"the kernel uses vdpbf16ps, which target {target} does not have")
+    if TDPBF16PS in script and bf16_unit(tvm_target) != AMX:
+        raise UnsafeLibrary(f"the kernel uses AMX tiles, which target {target} does not have")
     return export_library(tvm.compile(mod, target=target), path)
 
 
@@ -53,6 +64,7 @@ def compile_to_library(mod: Any, target: Any, path: Path) -> Any:
     tests', the benchmarks'); the worker loads nothing itself (`tuning.measure.devices`)."""
     import tvm
 
+    request_amx()  # a kernel on AMX tiles needs the tile state (False where there is none)
     return tvm.runtime.load_module(str(build_library(mod, target, path)))
 
 

@@ -9,9 +9,11 @@ against 16 columns' pairs of B, which must lie together: B packed as ``[j / 16, 
 file has only the u8·i8 VNNI ones); its body calls `tuning.hardware.bf16.DPBF16PS`, always
 inlined.
 
-`Bf16MicroKernelOr` adds it to the packed space (on targets with a bf16 unit) for every catalog
-``matmul``/``dense`` block on bf16 operands with a layout-free weight (`bf16_axes`), beside the
-wrapped rule's spaces (which widen bf16 to fp32 as they load it): the search measures both.
+`tuning.search.bf16_rule.Bf16MicroKernelOr` adds it to the packed space (on targets with a bf16
+unit) for every catalog ``matmul``/``dense`` block on bf16 operands with a layout-free weight
+(`bf16_axes`), beside the wrapped rule's spaces (which widen bf16 to fp32 as they load it) and,
+on targets with AMX, the AMX tile kernel's (`tuning.search.amx_tiles`): the search measures them
+all.
 `bf16_tiles` copies the weight into the packed layout in a block marked as MetaSchedule's
 layout-rewrite preproc, so it runs once at load (the artifact's ``pack_<i>``,
 `tuning.publish.packing`), and tiles the matmul the way `tuning.search.micro_kernels` tiles
@@ -29,15 +31,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tvm.ir.utils import derived_object
-from tvm.s_tir.meta_schedule.schedule_rule import PyScheduleRule
-
 from tuning.hardware.bf16 import LANES, PAIR, DOT_16x2, register_bf16_intrinsics
 from tuning.ir import LAYOUT_FREE_ATTR, param_buffer
 from tuning.search.micro_kernels import (
     MatmulAxes,
     elementwise_consumers,
-    inner_and_tiled,
     matmul_axes,
 )
 
@@ -58,11 +56,14 @@ class Bf16Axes:
 
 
 def bf16_axes(sch: Any, block: Any, budget: int) -> Bf16Axes | None:
-    """How `bf16_tiles` would tile ``block``, or None: a `matmul_axes` block without batch
-    axes whose two operands are bfloat16, the weight a layout-free parameter read ``[k, j]``
+    """How `bf16_tiles` would tile ``block``, or None: a `matmul_axes` block whose batch axes
+    (if any) are of extent 1 (a model's ``[1, seq, hidden]`` activations), whose two operands
+    are bfloat16, the weight a layout-free parameter read ``[k, j]``
     or ``[j, k]``, an fp32 output of 16-column vectors and an even ``k``."""
     axes = matmul_axes(sch, block, 512, budget)
-    if axes is None or axes.batch or axes.lanes != LANES or axes.k_extent % PAIR:
+    if axes is None or axes.lanes != LANES or axes.k_extent % PAIR:
+        return None
+    if any(int(sch.get(loop).extent) != 1 for loop in sch.get_loops(block)[: axes.batch]):
         return None
     stmt = sch.get(block)
     out = stmt.writes[0].source
@@ -88,6 +89,21 @@ def bf16_axes(sch: Any, block: Any, budget: int) -> Bf16Axes | None:
     return None
 
 
+def pack_weight(sch: Any, block: Any, found: Bf16Axes) -> None:
+    """Have ``block`` read its weight from a copy in ``[j / 16, k / 2, 16, 2]`` (16 columns'
+    pairs of k together, the VNNI layout ``vdpbf16ps`` and AMX B tiles read), made by a block
+    marked to run once at load (`PREPROC`)."""
+    copy = sch.cache_read(block, found.weight_read, "global")
+
+    def packed(kk: Any, jj: Any) -> tuple[Any, ...]:
+        return (jj // LANES, kk // PAIR, jj % LANES, kk % PAIR)
+
+    sch.transform_layout(
+        copy, ("write", 0), packed if found.k_first else (lambda jj, kk: packed(kk, jj))
+    )
+    sch.annotate(copy, PREPROC, True)
+
+
 def bf16_tiles(
     sch: Any, block: Any, found: Bf16Axes, fixed: tuple[int, int, int] | None = None
 ) -> None:
@@ -98,17 +114,9 @@ def bf16_tiles(
     pairs) chosen by the caller instead of sampled (`bench/bf16_dense.py`'s sweep)."""
     register_bf16_intrinsics()
     axes = found.axes
-    copy = sch.cache_read(block, found.weight_read, "global")
-
-    def packed(kk: Any, jj: Any) -> tuple[Any, ...]:
-        return (jj // LANES, kk // PAIR, jj % LANES, kk % PAIR)
-
-    sch.transform_layout(
-        copy, ("write", 0), packed if found.k_first else (lambda jj, kk: packed(kk, jj))
-    )
-    sch.annotate(copy, PREPROC, True)
+    pack_weight(sch, block, found)
     consumers = elementwise_consumers(sch, block)  # before tensorize replaces the block
-    i, j, k = sch.get_loops(block)
+    *_, i, j, k = sch.get_loops(block)  # batch loops of extent 1 stay outside
     rows, vecs, pairs = fixed or (
         sch.sample_categorical(list(c), [1.0 / len(c)] * len(c))
         for c in (axes.rows, axes.vectors, found.k_pairs)
@@ -132,28 +140,3 @@ def bf16_tiles(
     # An annotated loop stops MetaSchedule's postprocessor from vectorising the loops above a
     # tensorized block (it would make the 16-lane body 32 or 64 lanes wide).
     sch.annotate(jv, "pragma_unroll_explicit", 1)
-
-
-@derived_object
-class Bf16MicroKernelOr(PyScheduleRule):
-    """``inner``'s schedules of a block, plus the bf16 micro-kernel's where `bf16_axes`
-    applies (the search compares them: ``inner``'s widen bf16 to fp32 as they load it)."""
-
-    def __init__(self, inner: Any, budget: int) -> None:
-        super().__init__()
-        self.inner = inner
-        self.budget = budget
-
-    def _initialize_with_tune_context(self, context: Any) -> None:
-        self.inner._initialize_with_tune_context(context)  # noqa: SLF001 - delegating
-
-    def apply(self, sch: Any, block: Any) -> list[Any]:
-        """The wrapped rule's schedules of ``block``, then the bf16 micro-kernel's."""
-        found = bf16_axes(sch, block, self.budget)
-        if found is None:
-            return list(self.inner.apply(sch, block))
-        return inner_and_tiled(self.inner, sch, block, sch.copy(), bf16_tiles, found)
-
-    def clone(self) -> Bf16MicroKernelOr:
-        """A copy with its own inner rule."""
-        return Bf16MicroKernelOr(self.inner.clone(), self.budget)

@@ -243,10 +243,10 @@ def first_batch(
     size: int,
 ) -> list[Any]:
     """What the search measures before its evolutionary rounds, at most ``size`` traces: the
-    ``given`` ones (a warm start's seeds), then, in the packed space, its bf16 micro-kernel
-    seeds (`tuning.search.bf16_dot`), micro-kernel seeds (`tuning.search.micro_kernels`) and
-    register-tile seeds (`tuning.search.tile_seeds`); each once, none that ``stored`` already
-    holds and none the trace gate refuses."""
+    ``given`` ones (a warm start's seeds), then, in the packed space, its bf16 kernels' seeds
+    (`tuning.search.bf16_dot`, `tuning.search.amx_tiles`), micro-kernel seeds
+    (`tuning.search.micro_kernels`) and register-tile seeds (`tuning.search.tile_seeds`); each
+    once, none that ``stored`` already holds and none the trace gate refuses."""
     from tvm.s_tir.meta_schedule import TuneContext
 
     first = list(given)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tuning.hardware.bf16 import has_bf16_dot
+from tuning.hardware.bf16 import AMX, bf16_unit, has_bf16_dot
 from tuning.hardware.vectors import vector_bits
 from tuning.ir import LAYOUT_FREE_ATTR, param_buffer
 
@@ -121,7 +121,7 @@ def space_generator(space: str, target: Any, mod: Any = None) -> Any:
     from tvm.s_tir.meta_schedule.postproc import Postproc, RewriteLayout, RewriteTensorize
     from tvm.s_tir.meta_schedule.space_generator import PostOrderApply
 
-    from tuning.search.bf16_dot import Bf16MicroKernelOr
+    from tuning.search.bf16_rule import Bf16MicroKernelOr
 
     # Deferred with TVM (channel_vectors imports MetaSchedule at module level): the API imports
     # this module for `resolve_space` and starts without TVM. channel_vectors imports only
@@ -162,8 +162,9 @@ def space_generator(space: str, target: Any, mod: Any = None) -> Any:
             channel_tiles = vector_tiles(rules.ReuseType(req="no", levels=[], scope="global"))
             budget = register_budget(limit)
             rule = MicroKernelOr(WeightAxisInnermost(channel_tiles, other, bits), bits, budget)
-            if has_dot:  # bf16 matmuls on vdpbf16ps, beside the spaces that widen bf16
-                rule = Bf16MicroKernelOr(rule, budget)
+            if has_dot:  # bf16 matmuls on vdpbf16ps (and AMX tiles), beside the spaces that
+                # widen bf16
+                rule = Bf16MicroKernelOr(rule, budget, amx=bf16_unit(target) == AMX)
         sch_rules.append(rule)
     postprocs = list(Postproc.create("llvm"))
     if has_dot:  # the bf16 micro-kernel's blocks, once their init is split off, and before

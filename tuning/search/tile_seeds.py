@@ -32,6 +32,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from tuning.hardware.amx import PREFIX as AMX_PREFIX
 from tuning.hardware.bf16 import DOT_16x2
 from tuning.hardware.vectors import vector_bits
 from tuning.search.micro_kernels import CACHE_FLOATS, UNROLL_MAX, register_budget
@@ -293,16 +294,47 @@ SEED_VECTORS = (4, 2)
 SEED_PAIRS = (128, 64)  # k blocks of 256 and 128
 
 
-def bf16_seeds(context: Any, limit: int = 4) -> list[Any]:
+def bf16_seeds(context: Any, limit: int = 4, tile_limit: int = 3) -> list[Any]:
     """Seed traces for an initialised packed-space `TuneContext`: in a design space of
-    `Bf16MicroKernelOr`, the register and k blocks that led `bench/bf16_dense.py`'s sweep, so
-    that the first batch measures the bf16 kernel beside the fp32-style seeds (the cost model
-    has nothing to rank it by before); at most ``limit``."""
+    `Bf16MicroKernelOr`, the register and k blocks that led `bench/bf16_dense.py`'s sweep (at
+    most ``limit``), and in its AMX tile space the first ``tile_limit`` choices of column
+    blocks a task, so that the first batch measures the bf16 kernels beside the fp32-style
+    seeds (the cost model has nothing to rank them by before)."""
     if not reads_bf16(context.mod):
         return []  # no bf16 operand: no space of it (and no design spaces generated again)
     postprocs = list(context.space_generator.postprocs)
+    spaces = list(context.generate_design_space())
+    tiles = []
+    for space in spaces:
+        at = _amx_position(space.trace)
+        if at is None:
+            continue
+        for choice in range(tile_limit):
+            trace = apply_decisions(context.mod, space.trace, {at: choice}, postprocs)
+            if trace is not None:
+                tiles.append(trace)
+    log.info("%d AMX tile seed(s)", len(tiles))
+    return _dot_seeds(context, spaces, limit) + tiles
+
+
+def _amx_position(trace: Any) -> int | None:
+    """Where `tuning.search.amx_tiles`' one decision (column blocks a task) is among the
+    trace's sampling instructions; None for a space without the AMX tile kernel."""
+    position, sampled = -1, None
+    for inst in trace.insts:
+        if inst.kind.name.startswith("Sample"):
+            position += 1
+            sampled = position if inst.kind.name == "SampleCategorical" else None
+        elif inst.kind.name == "Annotate" and AMX_PREFIX in str(inst.inputs[-1]):
+            return sampled
+    return None
+
+
+def _dot_seeds(context: Any, spaces: list[Any], limit: int) -> list[Any]:
+    """`bf16_seeds`' ``vdpbf16ps`` seeds (at most ``limit``) in ``spaces``."""
+    postprocs = list(context.space_generator.postprocs)
     seeds = []
-    for space in context.generate_design_space():
+    for space in spaces:
         if DOT_16x2 not in str(space.trace):
             continue
         found = _bf16_positions(space.trace)

@@ -20,7 +20,7 @@ from typing import Any
 
 from tuning.checks.library_check import export_library
 from tuning.checks.trace_gate import check_trace_text
-from tuning.hardware.bf16 import DOT_16x2, register_bf16_intrinsics
+from tuning.hardware.bf16 import register_named_intrinsics
 from tuning.ir import layout_free_operands, structural_hash
 from tuning.models.blocked_layout import LAYOUTS, PLAIN
 from tuning.models.frontends import ModelRefused, relax_module
@@ -252,8 +252,7 @@ def _records(raw: Any, tasks: list[Any]) -> tuple[list[Any], int]:
             continue
         try:
             trace = check_trace_text(record["trace_json"])
-            if DOT_16x2 in record["trace_json"]:  # tunehub's own intrinsic, named by the trace
-                register_bf16_intrinsics()
+            register_named_intrinsics(record["trace_json"])  # tunehub's own, named by it
             run_secs = [float(x) for x in record["run_secs"]]
             Trace.apply_json_to_schedule(trace, Schedule(task.mod))
             kept.append(TaskRecord(record["shash"], record["trace_json"], run_secs,

@@ -7,11 +7,12 @@ evaluate Python or crash on crafted input — so they run only inside the jail.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
 from tuning.checks.trace_gate import UnsafeTrace, check_trace
-from tuning.hardware.bf16 import register_bf16_intrinsics
+from tuning.hardware.bf16 import register_named_intrinsics
 from tuning.untrusted.model_requests import MODEL_REQUESTS
 from tuning.untrusted.neighbour_requests import NEIGHBOUR_REQUESTS
 from tuning.untrusted.workloads import Refused, checked_module, derive, describe
@@ -48,11 +49,11 @@ def check(mod_json: str, shash: str, traces: list[Any]) -> dict[str, Any]:
     described = describe(mod)
     if described["shash"] != shash or described["mod_json"] != mod_json:
         raise Refused("the module does not match its structural hash")
-    register_bf16_intrinsics()  # tunehub's own tensor intrinsic, which a trace may name
     bad = []
     for index, trace in enumerate(traces):
         try:
             check_trace(trace)
+            register_named_intrinsics(json.dumps(trace))  # tunehub's own, which it may name
             Trace.apply_json_to_schedule(trace, Schedule(mod))
         except (UnsafeTrace, Exception):  # noqa: BLE001 - refused or not replayed: not fatal
             bad.append(index)
