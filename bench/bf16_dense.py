@@ -225,14 +225,20 @@ def search(shapes: str, trials: int) -> int:
             done = store.jobs.get(job.id)
             assert state == "succeeded", done.error
             best = store.schedules.get(done.schedule_id)
-            found[dtype] = (best.latency_us, spec.flop, wall, "tunehub_dpbf16ps" in best.tir)
-        (b_us, flop, b_wall, dot), (f_us, _, f_wall, _) = found["bfloat16"], found["float32"]
-        kernel = "vdpbf16ps" if dot else "widened"
+            found[dtype] = (best.latency_us, spec.flop, wall, _kernel(best.tir))
+        (b_us, flop, b_wall, kernel), (f_us, _, f_wall, _) = found["bfloat16"], found["float32"]
         print(f"| {M} x {n} x {k} | {b_us:.0f} us ({flop / b_us / 1e3:.0f} GFLOPS) "
               f"| {f_us:.0f} us ({flop / f_us / 1e3:.0f} GFLOPS) | {f_us / b_us:.2f}x "
               f"| {kernel} | {b_wall:.0f} s / {f_wall:.0f} s |")  # fmt: skip
     engine.dispose()
     return 0
+
+
+def _kernel(tir: str) -> str:
+    """Which kernel a published schedule's TIR is: AMX tiles, ``vdpbf16ps`` or widened."""
+    if "tdpbf16ps" in tir:
+        return "AMX tiles"
+    return "vdpbf16ps" if "tunehub_dpbf16ps" in tir else "widened"
 
 
 def _torch_secs(a: object, b: object) -> float:
