@@ -33,7 +33,7 @@ from service.client.http import TunehubClient
 from service.client.lookup_cache import CachedLookups, LookupCache
 from service.client.reader import RestScheduleReader
 from tuning.checks.trace_gate import UnsafeTrace, check_trace_text
-from tuning.hardware.bf16 import register_named_intrinsics
+from tuning.hardware.bf16 import reads_packed_bf16, register_named_intrinsics, request_amx
 from tuning.models.pipeline import tuning_pipeline
 
 MAX_TASKS_PER_UPLOAD = 64  # the service's cap on one POST /tasks
@@ -250,6 +250,8 @@ class TunehubDatabase(PyDatabase):
             warnings.warn(f"schedule {best.schedule_id} is not applied: {err}", stacklevel=2)
             return []
         register_named_intrinsics(record.trace_json)  # tunehub's own intrinsics it names
+        if reads_packed_bf16(record.trace_json):
+            request_amx()  # what this process compiles may run here on AMX tiles
         raw = [trace, record.run_secs, target, record.args_info]
         return [TuningRecord.from_json(raw, workload)]
 

@@ -23,7 +23,8 @@ from tvm.s_tir.meta_schedule.database import PyDatabase, TuningRecord, Workload
 
 from schedules_db.store import Store
 from schedules_db.values import NewRecord, Record
-from tuning.checks.trace_gate import UnsafeTrace, check_trace_text
+from tuning.checks.trace_gate import check_trace_text
+from tuning.hardware.bf16 import register_named_intrinsics
 from tuning.traces import (
     FAILED_RUN_SECS,
     plain_json,
@@ -133,15 +134,16 @@ class StoreDatabase(PyDatabase):
 
     def _to_record(self, row: Record, workload: Workload) -> TuningRecord | None:
         """The row as MetaSchedule's record (its trace replayed on ``workload``), or None
-        when the trace gate refuses it."""
+        when the trace gate refuses it or it does not replay here."""
         try:
             trace = check_trace_text(row.trace_json)
-        except UnsafeTrace as err:
+            register_named_intrinsics(row.trace_json)  # tunehub's own: this process may lack them
+            return TuningRecord.from_json(
+                [trace, row.run_secs, self.target_json, row.args_info], workload
+            )
+        except Exception as err:  # noqa: BLE001 - refused or not replayed: never the job's end
             log.warning("record %s is not replayed: %s", row.id, err)
             return None
-        return TuningRecord.from_json(
-            [trace, row.run_secs, self.target_json, row.args_info], workload
-        )
 
     def get_top_k(self, workload: Workload, top_k: int) -> list[TuningRecord]:
         workload_id = self.workload_id(workload)

@@ -1,6 +1,6 @@
 """The AMX tile kernel in the packed space: offered for bf16 matmul/dense blocks (a model's batch
 axis of 1 included) on a target with AMX-BF16 and only there, its trace passes the gate and
-replays in a fresh registry, it compiles to tile instructions, a library with them is never
+replays, it compiles to tile instructions, a library with them is never
 built for a target without tiles, and where this CPU grants the tile state a job publishes a
 kernel that equals the float64 reference of the same bf16 inputs."""
 

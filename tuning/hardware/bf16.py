@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import platform
+import sys
 from typing import Any
 
 from tuning.hardware.amx import PREFIX as AMX_PREFIX
@@ -88,6 +90,8 @@ def request_amx() -> bool:
     """Ask Linux for the AMX tile state for this process (every thread of it, and children it
     forks); True when granted. Without it the first tile instruction kills the process with
     SIGILL. Asked once per process; False off x86-64 Linux or where the OS refuses."""
+    if sys.platform != "linux" or platform.machine() not in ("x86_64", "AMD64"):
+        return False  # 158 is another system call elsewhere (getgroups on arm64)
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         syscall = libc.syscall
@@ -119,8 +123,8 @@ def register_named_intrinsics(text: str) -> None:
 
 def register_bf16_intrinsics() -> None:
     """Register `DOT_16x2` with TVM (idempotent): every process that schedules or replays a
-    trace tensorized with it (`tuning.hardware.intrinsics.load_tensor_intrinsics` and the trace
-    gate call this)."""
+    trace tensorized with it (`tuning.hardware.intrinsics.load_tensor_intrinsics` and
+    `register_named_intrinsics` call this)."""
     from tvm.s_tir import TensorIntrin
     from tvm.script import tirx as T
 

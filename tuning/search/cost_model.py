@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tuning.checks.trace_gate import check_trace_text
+from tuning.hardware.bf16 import register_named_intrinsics
 from tuning.hardware.intrinsics import load_tensor_intrinsics
 from tuning.ir import load_mod
 from tuning.search.storage import SearchStorage, TrainingRecord
@@ -87,7 +88,9 @@ def train(storage: SearchStorage, target: Any, num_cores: int) -> tuple[Any, int
         for row in ok[:MAX_RECORDS_PER_WORKLOAD]:
             sch = Schedule(mod)
             try:
-                Trace.apply_json_to_schedule(check_trace_text(row.trace_json), sch)
+                trace = check_trace_text(row.trace_json)
+                register_named_intrinsics(row.trace_json)  # tunehub's own it may name
+                Trace.apply_json_to_schedule(trace, sch)
             except Exception:  # noqa: BLE001 - a trace refused or not replayed teaches nothing
                 continue
             candidates.append(MeasureCandidate(sch, args_info))

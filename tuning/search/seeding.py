@@ -21,6 +21,7 @@ import math
 from typing import Any
 
 from tuning.checks.trace_gate import check_trace_text
+from tuning.hardware.bf16 import register_named_intrinsics
 from tuning.ir import load_mod
 from tuning.search.storage import SearchStorage, StoredWorkload
 
@@ -86,7 +87,9 @@ def refit_trace(source_mod: Any, trace_json: str, target_mod: Any, postprocs: li
     from tvm.s_tir.schedule import Schedule, Trace
 
     source = Schedule(source_mod)
-    Trace.apply_json_to_schedule(check_trace_text(trace_json), source)
+    trace = check_trace_text(trace_json)
+    register_named_intrinsics(trace_json)  # tunehub's own intrinsics it may name
+    Trace.apply_json_to_schedule(trace, source)
     sch = Schedule(target_mod)
 
     def decide(inst: Any, inputs: list[Any], _attrs: list[Any], decision: Any) -> Any:
