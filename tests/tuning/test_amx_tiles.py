@@ -11,23 +11,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tvm
-from tvm.s_tir.meta_schedule import TuneContext
 
-from schedules_db import Store, make_engine, upgrade_schema
-from service.worker.execution import WorkerContext, run_job
+from tests.tuning.bf16_jobs import packed_spaces, run_dense_job
 from tuning.catalog import get_operator
 from tuning.catalog.workload import catalog_workload
 from tuning.checks.library_check import UnsafeLibrary
 from tuning.checks.trace_gate import TENSOR_INTRINSICS
 from tuning.hardware.amx import BLOCKS, MAX_KC, PREFIX, TILE_K, amx_intrinsic
 from tuning.hardware.bf16 import AMX, bf16_unit
-from tuning.hardware.intrinsics import load_tensor_intrinsics
 from tuning.hardware.targets import resolve_target
 from tuning.measure.timing import run_module
 from tuning.publish.packing import PACKED_ENTRY, PackedParam, split_packed
 from tuning.publish.verify import apply_trace, build_library
 from tuning.search.amx_tiles import amx_plan
-from tuning.search.spaces import PACKED, space_generator, space_module
+from tuning.search.spaces import PACKED, space_module
 from tuning.traces import trace_to_text
 
 SAPPHIRE = {"kind": "llvm", "mcpu": "sapphirerapids", "num-cores": 2}
@@ -36,18 +33,7 @@ DENSE = {"M": 32, "N": 64, "K": 96, "bias": True, "dtype": "bfloat16"}
 
 
 def _spaces(mod: object, target: dict) -> list:
-    """The packed space's design spaces of ``mod``, each through the space's postprocessors."""
-    load_tensor_intrinsics([target])
-    tvm_target = tvm.target.Target(target)
-    context = TuneContext(
-        mod=mod, target=tvm_target, space_generator=space_generator(PACKED, tvm_target, mod)
-    )
-    spaces = []
-    for space in context.generate_design_space():
-        sch = space.copy()
-        assert all(p.apply(sch) for p in context.space_generator.postprocs), space.trace
-        spaces.append(sch)
-    return spaces
+    return packed_spaces(mod, target)
 
 
 def _dense(params: dict) -> object:
@@ -152,39 +138,19 @@ def test_a_bf16_dense_job_on_a_cpu_with_tiles_publishes_a_verified_kernel(tmp_pa
     if not _host_has_tiles():
         assert not _amx(_spaces(_dense(params_json), resolve_target("host").canonical))
         return
-    engine = make_engine(f"sqlite:///{tmp_path / 'store.db'}")
-    upgrade_schema(engine)
-    store = Store(engine)
-    context = WorkerContext(
-        store=store, artifact_dir=tmp_path / "a", worker_name="pytest", num_trials_per_iter=8
-    )
-    op = get_operator("dense")
-    params = op.Params.model_validate(params_json)
-    spec = catalog_workload("dense", params)
-    target = resolve_target("host")
-    row = store.catalog.get_or_create_target(target.canonical, target.kind, target.label, {})
-    workload = store.catalog.get_or_create_workload(
-        spec.shash, spec.mod_json, "dense", spec.params, spec.flop
-    )
-    job = store.jobs.create(workload.id, row.id, 16, "q", space=PACKED)
-    assert run_job(context, job.id) == "succeeded", store.jobs.get(job.id).error
-    best = store.schedules.get(store.jobs.get(job.id).schedule_id)
-    assert best.packed_params
-    module = tvm.runtime.load_module(
-        str(context.artifact_dir / store.schedules.get_artifact(best.artifact_id).path)
-    )
-    assert module.implements_function(PACKED_ENTRY)
-    inputs, expected = op.make_case(params, spec.mod["main"], np.random.default_rng(9))
+    done = run_dense_job(tmp_path, params_json, 16)
+    op, params, best = done.op, done.params, done.best
+    assert best.packed_params and done.module.implements_function(PACKED_ENTRY)
+    inputs, expected = op.make_case(params, done.spec.mod["main"], np.random.default_rng(9))
     packed = [PackedParam(**p) for p in best.packed_params]
-    actual = run_module(module, "llvm", inputs, [64, 256], "float32", packed)
+    actual = run_module(done.module, "llvm", inputs, [64, 256], "float32", packed)
     np.testing.assert_allclose(actual, expected, *op.tolerance(params))
     # The tile kernel ran in the jail's runner (the tile state granted there), whichever won.
-    records = store.records.list_records(row.id, workload.id, job.id)
+    records = done.store.records.list_records(done.target_id, done.workload_id, done.job_id)
     timed = [r for r in records if PREFIX in r.trace_json and r.mean_run_us is not None]
     tried = [r.mean_run_us for r in records if PREFIX in r.trace_json]
     assert timed, f"no tile kernel among {len(records)} measured candidates ran: {tried}"
     tiles = split_packed(apply_trace(_dense(params_json), timed[0].trace_json), drop_in=False)
-    lib = tvm.compile(tiles.mod, target=target.canonical).mod
+    lib = tvm.compile(tiles.mod, target=resolve_target("host").canonical).mod
     actual = run_module(lib, "llvm", inputs, [64, 256], "float32", tiles.packed)
     np.testing.assert_allclose(actual, expected, *op.tolerance(params))
-    engine.dispose()

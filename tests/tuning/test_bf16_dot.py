@@ -10,22 +10,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tvm
-from tvm.s_tir.meta_schedule import TuneContext
 
-from schedules_db import Store, make_engine, upgrade_schema
-from service.worker.execution import WorkerContext, run_job
+from tests.tuning.bf16_jobs import packed_spaces, run_dense_job
 from tuning.catalog import get_operator
 from tuning.catalog.workload import catalog_workload
 from tuning.checks.library_check import UnsafeLibrary
 from tuning.hardware.bf16 import DOT_16x2
 from tuning.hardware.host import cpu_flags
-from tuning.hardware.intrinsics import load_tensor_intrinsics
 from tuning.hardware.targets import resolve_target
 from tuning.measure.timing import run_module
 from tuning.publish.packing import PACKED_ENTRY, PackedParam, split_packed
 from tuning.publish.verify import apply_trace, build_library
 from tuning.search.bf16_dot import bf16_axes
-from tuning.search.spaces import PACKED, space_generator, space_module
+from tuning.search.spaces import PACKED, space_module
 from tuning.traces import trace_to_text
 
 ZEN4 = {"kind": "llvm", "mcpu": "znver4", "num-cores": 2}
@@ -35,20 +32,10 @@ DENSE = {"M": 8, "N": 32, "K": 48, "bias": True, "dtype": "bfloat16"}
 def _spaces(operator: str, params: dict, target: dict) -> tuple[object, list]:
     """The packed space's design spaces of the operator, each through the space's
     postprocessors (as a measured candidate is)."""
-    load_tensor_intrinsics([target])  # x86's alone, as a worker does (all of TVM's: ~30 s)
     op = get_operator(operator)
     spec = catalog_workload(operator, op.Params.model_validate(params))
     mod = space_module(spec.mod, PACKED, op.constant_operands)
-    tvm_target = tvm.target.Target(target)
-    context = TuneContext(
-        mod=mod, target=tvm_target, space_generator=space_generator(PACKED, tvm_target, mod)
-    )
-    spaces = []
-    for space in context.generate_design_space():
-        sch = space.copy()
-        assert all(p.apply(sch) for p in context.space_generator.postprocs), space.trace
-        spaces.append(sch)
-    return mod, spaces
+    return mod, packed_spaces(mod, target)
 
 
 def _bf16_spaces(spaces: list) -> list:
@@ -120,33 +107,15 @@ def test_a_bf16_dense_job_publishes_the_vdpbf16ps_kernel(tmp_path: Path) -> None
         _, spaces = _spaces("dense", params_json, resolve_target("host").canonical)
         assert spaces and not _bf16_spaces(spaces)
         return
-    engine = make_engine(f"sqlite:///{tmp_path / 'store.db'}")
-    upgrade_schema(engine)
-    store = Store(engine)
-    context = WorkerContext(
-        store=store, artifact_dir=tmp_path / "a", worker_name="pytest", num_trials_per_iter=8
-    )
-    op = get_operator("dense")
-    params = op.Params.model_validate(params_json)
-    spec = catalog_workload("dense", params)
-    target = resolve_target("host")
-    row = store.catalog.get_or_create_target(target.canonical, target.kind, target.label, {})
-    workload = store.catalog.get_or_create_workload(
-        spec.shash, spec.mod_json, "dense", spec.params, spec.flop
-    )
-    job = store.jobs.create(workload.id, row.id, 8, "q", space=PACKED)
-    assert run_job(context, job.id) == "succeeded", store.jobs.get(job.id).error
-    best = store.schedules.get(store.jobs.get(job.id).schedule_id)
+    done = run_dense_job(tmp_path, params_json, 8)
+    op, params, best = done.op, done.params, done.best
     assert ("tunehub_dpbf16ps" in best.tir or "tdpbf16ps" in best.tir) and best.packed_params
-    module = tvm.runtime.load_module(
-        str(context.artifact_dir / store.schedules.get_artifact(best.artifact_id).path)
-    )
+    module = done.module
     assert module.implements_function(PACKED_ENTRY) and not module.implements_function("main")
-    inputs, expected = op.make_case(params, spec.mod["main"], np.random.default_rng(9))
+    inputs, expected = op.make_case(params, done.spec.mod["main"], np.random.default_rng(9))
     packed = [PackedParam(**p) for p in best.packed_params]
     actual = run_module(module, "llvm", inputs, [32, 256], "float32", packed)
     np.testing.assert_allclose(actual, expected, *op.tolerance(params))
-    engine.dispose()
 
 
 def test_a_vdpbf16ps_kernel_is_never_built_for_a_target_without_it(tmp_path: Path) -> None:
