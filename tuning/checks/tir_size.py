@@ -27,6 +27,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -68,10 +69,17 @@ LITERAL_FIELDS: dict[str, frozenset[str]] = {
 }
 
 
+# CPython 3.11 builds the Python AST with a recursion counter shared by the interpreter: two
+# threads parsing at once (the API's threadpool under a flood of TIR uploads) raised
+# "SystemError: AST constructor recursion depth mismatch", a 500. One parse at a time (a few ms).
+_AST_LOCK = threading.Lock()
+
+
 def script_blocks(source: str) -> int | None:
     """The blocks of TVMScript ``source``, or None when it is not Python."""
     try:
-        tree = ast.parse(source)
+        with _AST_LOCK:
+            tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     calls = [
