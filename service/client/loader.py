@@ -396,6 +396,7 @@ def _load_library(
     else downloaded into a temporary folder that is removed once it is loaded."""
     import tvm
 
+    request_amx()  # a kernel on AMX tiles needs the tile state
     announced = _field(schedule, "artifact", "sha256")
     if library is not None:
         path = Path(library)
@@ -407,7 +408,6 @@ def _load_library(
                 f"(sha256 {sha256_of(path)}, announced {announced})"
             )
         check_library(path)  # what runs on load (a constructor) is refused before it runs
-        request_amx()  # a kernel on AMX tiles needs the tile state
         return tvm.runtime.load_module(str(path))
     with tempfile.TemporaryDirectory(prefix="tunehub-kernel-") as folder:
         path = Path(folder) / f"{announced}.so"
@@ -416,7 +416,6 @@ def _load_library(
         else:
             with TunehubClient() as own:
                 own.download_artifact(_field(schedule, "id"), path)  # checked as downloaded
-        request_amx()
         return tvm.runtime.load_module(str(path))
 
 

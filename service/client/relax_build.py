@@ -18,6 +18,7 @@ from service.client.http import TunehubClient
 from service.client.tvm_database import TunehubDatabase
 from tuning.hardware.bf16 import request_amx
 from tuning.models.pipeline import compile_with, tuning_pipeline
+from tuning.models.precision import FLOAT32
 
 
 def build(
@@ -31,7 +32,7 @@ def build(
     tune_missing: bool = False,
     fast_math: bool = True,
     layout: str = "plain",
-    precision: str = "float32",
+    precision: str = FLOAT32,
 ) -> Any:
     """The Relax executable of ``mod`` (its ``main``; ``params`` bound as constants first)
     for ``target`` (a `tvm.target.Target` or its JSON), with the schedules tunehub tuned for
@@ -58,7 +59,7 @@ def build(
             client, target, allow_neighbour=allow_neighbour, tune_missing=tune_missing
         )
         database.prefetch(fused)
-        if precision != "float32":
+        if precision != FLOAT32:
             request_amx()  # the executable runs here, and its kernels may be on AMX tiles
         return compile_with(fused, target, database)
     finally:

@@ -28,6 +28,7 @@ from typing import Any
 PREFIX = "tunehub_amx_bf16_"
 NAME = re.compile(PREFIX + r"(\d+)x(\d+)x(\d+)")
 TDPBF16PS = "llvm.x86.tdpbf16ps"  # in the script of a module tensorized with one
+LOAD, STORE = "llvm.x86.tileloadd64", "llvm.x86.tilestored64"
 TILE_ROWS = 16  # rows of every tile
 TILE_K = 32  # bf16 of an A tile row (64 bytes)
 TILE_COLS = 16  # fp32 columns of an accumulator tile; columns of a B tile
@@ -76,6 +77,23 @@ def register_amx_intrinsic(name: str) -> None:
     TensorIntrin.register(name, *_desc_and_impl(rows, cols, kc))
 
 
+def _tile(op: str, tile: Any, pointer: Any, stride_bytes: Any) -> Any:
+    """The call of tile load or store ``op`` on register ``tile`` (an immediate once the
+    loops over tiles are unrolled) at ``pointer``, rows ``stride_bytes`` apart."""
+    from tvm.script import tirx as T
+
+    return T.call_llvm_intrin("void", op, T.uint8(tile), pointer, T.Cast("int64", stride_bytes))
+
+
+def _dot(accumulator: Any, a_tile: Any, b_tile: Any) -> Any:
+    """The call of ``tdpbf16ps`` adding tile ``a_tile`` times tile ``b_tile`` to
+    ``accumulator`` (immediates once the loops over tiles are unrolled)."""
+    from tvm.script import tirx as T
+
+    tiles = (T.uint8(accumulator), T.uint8(a_tile), T.uint8(b_tile))
+    return T.call_llvm_intrin("void", TDPBF16PS, *tiles)
+
+
 def _desc_and_impl(rows: int, cols: int, kc: int) -> tuple[Any, Any]:
     """The intrinsic's description (the block it matches) and implementation (the tile code)."""
     from tvm.script import tirx as T
@@ -119,58 +137,18 @@ def _desc_and_impl(rows: int, cols: int, kc: int) -> tuple[Any, Any]:
             T.evaluate(T.call_llvm_intrin("void", "llvm.x86.ldtilecfg", cfg.access_ptr("r")))
             for r in T.unroll(row_tiles):
                 for q in T.unroll(col_tiles):
-                    T.evaluate(
-                        T.call_llvm_intrin(
-                            "void",
-                            "llvm.x86.tileloadd64",
-                            T.uint8(r * 2 + q),
-                            T.address_of(C[r * 16, q * 16]),
-                            T.int64(4) * T.Cast("int64", sc),
-                        )
-                    )
+                    T.evaluate(_tile(LOAD, r * 2 + q, T.address_of(C[r * 16, q * 16]), 4 * sc))
             for s in range(steps):
                 for r in T.unroll(row_tiles):
-                    T.evaluate(
-                        T.call_llvm_intrin(
-                            "void",
-                            "llvm.x86.tileloadd64",
-                            T.uint8(4 + r),
-                            T.address_of(A[r * 16, s * 32]),
-                            T.int64(2) * T.Cast("int64", sa),
-                        )
-                    )
+                    T.evaluate(_tile(LOAD, 4 + r, T.address_of(A[r * 16, s * 32]), 2 * sa))
                 for q in T.unroll(col_tiles):
-                    T.evaluate(
-                        T.call_llvm_intrin(
-                            "void",
-                            "llvm.x86.tileloadd64",
-                            T.uint8(6 + q),
-                            T.address_of(B[q, s * 16, 0, 0]),
-                            T.int64(2) * T.Cast("int64", sb1),
-                        )
-                    )
+                    T.evaluate(_tile(LOAD, 6 + q, T.address_of(B[q, s * 16, 0, 0]), 2 * sb1))
                 for r in T.unroll(row_tiles):
                     for q in T.unroll(col_tiles):
-                        T.evaluate(
-                            T.call_llvm_intrin(
-                                "void",
-                                TDPBF16PS,
-                                T.uint8(r * 2 + q),
-                                T.uint8(4 + r),
-                                T.uint8(6 + q),
-                            )
-                        )
+                        T.evaluate(_dot(r * 2 + q, 4 + r, 6 + q))
             for r in T.unroll(row_tiles):
                 for q in T.unroll(col_tiles):
-                    T.evaluate(
-                        T.call_llvm_intrin(
-                            "void",
-                            "llvm.x86.tilestored64",
-                            T.uint8(r * 2 + q),
-                            T.address_of(C[r * 16, q * 16]),
-                            T.int64(4) * T.Cast("int64", sc),
-                        )
-                    )
+                    T.evaluate(_tile(STORE, r * 2 + q, T.address_of(C[r * 16, q * 16]), 4 * sc))
             # Tiles back to their initial state: a context switch saves 8 KiB less, and the
             # core may enter its deeper idle states.
             T.evaluate(T.call_llvm_intrin("void", "llvm.x86.tilerelease"))

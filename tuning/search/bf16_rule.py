@@ -13,7 +13,7 @@ from tvm.s_tir.meta_schedule.schedule_rule import PyScheduleRule
 
 from tuning.search.amx_tiles import amx_tiles
 from tuning.search.bf16_dot import bf16_axes, bf16_tiles
-from tuning.search.micro_kernels import inner_and_tiled
+from tuning.search.micro_kernels import inner_and_tiled, tiled_space
 
 
 @derived_object
@@ -36,19 +36,9 @@ class Bf16MicroKernelOr(PyScheduleRule):
         found = bf16_axes(sch, block, self.budget)
         if found is None:
             return list(self.inner.apply(sch, block))
-        amx = sch.copy() if self.amx else None
-        spaces = inner_and_tiled(self.inner, sch, block, sch.copy(), bf16_tiles, found)
-        if amx is None:
-            return spaces
-        return spaces + inner_and_tiled(_NoSpaces(), amx, block, amx, amx_tiles, found)
+        amx = tiled_space(sch.copy(), block, amx_tiles, found) if self.amx else []
+        return inner_and_tiled(self.inner, sch, block, sch.copy(), bf16_tiles, found) + amx
 
     def clone(self) -> Bf16MicroKernelOr:
         """A copy with its own inner rule."""
         return Bf16MicroKernelOr(self.inner.clone(), self.budget, self.amx)
-
-
-class _NoSpaces:
-    """A rule with no schedules of its own (`inner_and_tiled` then adds only the tiled one)."""
-
-    def apply(self, sch: Any, block: Any) -> list[Any]:
-        return []

@@ -188,13 +188,20 @@ def inner_and_tiled(
 ) -> list[Any]:
     """``inner``'s schedules of ``block``, then ``tiled`` (a copy of ``sch``) once
     ``tile(tiled, block, how)`` scheduled it; ``inner``'s alone when the tiling refuses it."""
-    results = list(inner.apply(sch, block))
+    return [*inner.apply(sch, block), *tiled_space(tiled, block, tile, how)]
+
+
+def tiled_space(
+    tiled: Any, block: Any, tile: Callable[[Any, Any, Any], None], how: Any
+) -> list[Any]:
+    """``[tiled]`` once ``tile(tiled, block, how)`` scheduled it in place, or ``[]`` when the
+    tiling refuses the block (the other spaces stay)."""
     try:
         tile(tiled, block, how)
     except Exception:  # noqa: BLE001 - a block the tiling refuses keeps the other spaces
         log.debug("%s refused the block", tile.__name__, exc_info=True)
-        return results
-    return [*results, tiled]
+        return []
+    return [tiled]
 
 
 @derived_object

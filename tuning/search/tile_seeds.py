@@ -306,33 +306,35 @@ def bf16_seeds(context: Any, limit: int = 4, tile_limit: int = 3) -> list[Any]:
     spaces = list(context.generate_design_space())
     tiles = []
     for space in spaces:
-        at = _amx_position(space.trace)
-        if at is None:
+        found = _amx_position(space.trace)
+        if found is None:
             continue
-        for choice in range(tile_limit):
+        at, choices = found
+        for choice in range(min(tile_limit, choices)):
             trace = apply_decisions(context.mod, space.trace, {at: choice}, postprocs)
             if trace is not None:
                 tiles.append(trace)
     log.info("%d AMX tile seed(s)", len(tiles))
-    return _dot_seeds(context, spaces, limit) + tiles
+    return _dot_seeds(context, spaces, postprocs, limit) + tiles
 
 
-def _amx_position(trace: Any) -> int | None:
+def _amx_position(trace: Any) -> tuple[int, int] | None:
     """Where `tuning.search.amx_tiles`' one decision (column blocks a task) is among the
-    trace's sampling instructions; None for a space without the AMX tile kernel."""
+    trace's sampling instructions, and how many choices it has; None for a space without the
+    AMX tile kernel."""
     position, sampled = -1, None
     for inst in trace.insts:
         if inst.kind.name.startswith("Sample"):
             position += 1
-            sampled = position if inst.kind.name == "SampleCategorical" else None
+            categorical = inst.kind.name == "SampleCategorical"
+            sampled = (position, len(inst.attrs[0])) if categorical else None
         elif inst.kind.name == "Annotate" and AMX_PREFIX in str(inst.inputs[-1]):
             return sampled
     return None
 
 
-def _dot_seeds(context: Any, spaces: list[Any], limit: int) -> list[Any]:
+def _dot_seeds(context: Any, spaces: list[Any], postprocs: list[Any], limit: int) -> list[Any]:
     """`bf16_seeds`' ``vdpbf16ps`` seeds (at most ``limit``) in ``spaces``."""
-    postprocs = list(context.space_generator.postprocs)
     seeds = []
     for space in spaces:
         if DOT_16x2 not in str(space.trace):
