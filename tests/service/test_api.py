@@ -336,7 +336,13 @@ def test_dtypes_outside_an_operators_set_are_a_422(api: tuple[httpx.Client, Path
         "depthwise_conv2d",
         "max_pool2d",
     }
-    assert {n for n, a in offered.items() if "bfloat16" in a} == {"matmul", "batch_matmul", "dense"}
+    assert {n for n, a in offered.items() if "bfloat16" in a} == {
+        "matmul",
+        "batch_matmul",
+        "dense",
+        "conv2d",
+        "conv2d_bias_relu",
+    }
 
 
 def test_auto_space_is_packed_for_weights_and_plain_otherwise(

@@ -1,4 +1,4 @@
-"""What the bf16 kernel tests share: a module's packed design spaces, and a catalog ``dense`` job
+"""What the bf16 kernel tests share: a module's packed design spaces, and a catalog job
 run by the worker's own code on this host."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from tuning.search.spaces import PACKED
 
 
 @dataclass
-class DenseJob:
+class PackedJob:
     """A finished job: its store and ids, the operator's params and workload, the published
     best schedule and its library loaded in this process."""
 
@@ -54,22 +54,25 @@ def packed_spaces(mod: Any, target: dict[str, Any]) -> list[Any]:
     return spaces
 
 
-def run_dense_job(tmp_path: Path, params_json: dict[str, Any], trials: int) -> DenseJob:
-    """Run a packed-space ``dense`` job of ``trials`` on the host target in a fresh SQLite
-    store under ``tmp_path`` (asserting it succeeds); its engine is disposed of after."""
+def run_packed_job(
+    tmp_path: Path, params_json: dict[str, Any], trials: int, operator: str = "dense"
+) -> PackedJob:
+    """Run a packed-space job of ``trials`` for the catalog's ``operator`` on the host target in
+    a fresh SQLite store under ``tmp_path`` (asserting it succeeds); its engine is disposed of
+    after."""
     engine = make_engine(f"sqlite:///{tmp_path / 'store.db'}")
     upgrade_schema(engine)
     store = Store(engine)
     context = WorkerContext(
         store=store, artifact_dir=tmp_path / "a", worker_name="pytest", num_trials_per_iter=8
     )
-    op = get_operator("dense")
+    op = get_operator(operator)
     params = op.Params.model_validate(params_json)
-    spec = catalog_workload("dense", params)
+    spec = catalog_workload(operator, params)
     target = resolve_target("host")
     row = store.catalog.get_or_create_target(target.canonical, target.kind, target.label, {})
     workload = store.catalog.get_or_create_workload(
-        spec.shash, spec.mod_json, "dense", spec.params, spec.flop
+        spec.shash, spec.mod_json, operator, spec.params, spec.flop
     )
     job = store.jobs.create(workload.id, row.id, trials, "q", space=PACKED)
     try:
@@ -78,6 +81,6 @@ def run_dense_job(tmp_path: Path, params_json: dict[str, Any], trials: int) -> D
         module = tvm.runtime.load_module(
             str(context.artifact_dir / store.schedules.get_artifact(best.artifact_id).path)
         )
-        return DenseJob(store, row.id, workload.id, job.id, op, params, spec, best, module)
+        return PackedJob(store, row.id, workload.id, job.id, op, params, spec, best, module)
     finally:
         engine.dispose()

@@ -124,6 +124,10 @@ CASES += [
     ("matmul", {"M": 8, "N": 32, "K": 16, **_BF16}),
     ("batch_matmul", {"B": 2, "M": 4, "N": 16, "K": 6, **_BF16}),
     ("dense", {"M": 3, "N": 16, "K": 8, "bias": True, **_BF16}),
+    ("conv2d", {"layout": "NHWC", "N": 1, "C": 4, "H": 6, "W": 5, "K": 16, "R": 3, "S": 3,
+                "padding": 1, **_BF16}),  # fmt: skip
+    ("conv2d_bias_relu", {"layout": "NCHW", "N": 1, "C": 3, "H": 5, "W": 5, "K": 4, "R": 3,
+                          "S": 3, "stride": 2, **_BF16}),  # fmt: skip
 ]
 
 

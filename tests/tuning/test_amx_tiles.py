@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tvm
 
-from tests.tuning.bf16_jobs import packed_spaces, run_dense_job
+from tests.tuning.bf16_jobs import packed_spaces, run_packed_job
 from tuning.catalog import get_operator
 from tuning.catalog.workload import catalog_workload
 from tuning.checks.library_check import UnsafeLibrary
@@ -138,7 +138,7 @@ def test_a_bf16_dense_job_on_a_cpu_with_tiles_publishes_a_verified_kernel(tmp_pa
     if not _host_has_tiles():
         assert not _amx(_spaces(_dense(params_json), resolve_target("host").canonical))
         return
-    done = run_dense_job(tmp_path, params_json, 16)
+    done = run_packed_job(tmp_path, params_json, 16)
     op, params, best = done.op, done.params, done.best
     assert best.packed_params and done.module.implements_function(PACKED_ENTRY)
     inputs, expected = op.make_case(params, done.spec.mod["main"], np.random.default_rng(9))

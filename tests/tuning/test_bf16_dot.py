@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tvm
 
-from tests.tuning.bf16_jobs import packed_spaces, run_dense_job
+from tests.tuning.bf16_jobs import packed_spaces, run_packed_job
 from tuning.catalog import get_operator
 from tuning.catalog.workload import catalog_workload
 from tuning.checks.library_check import UnsafeLibrary
@@ -107,7 +107,7 @@ def test_a_bf16_dense_job_publishes_the_vdpbf16ps_kernel(tmp_path: Path) -> None
         _, spaces = _spaces("dense", params_json, resolve_target("host").canonical)
         assert spaces and not _bf16_spaces(spaces)
         return
-    done = run_dense_job(tmp_path, params_json, 8)
+    done = run_packed_job(tmp_path, params_json, 8)
     op, params, best = done.op, done.params, done.best
     assert ("tunehub_dpbf16ps" in best.tir or "tdpbf16ps" in best.tir) and best.packed_params
     module = done.module

@@ -27,7 +27,7 @@ from tuning.search.spaces import resolve_space
 TRIALS = 2
 # Each case costs 10-50 s here; CI tunes one case per kind of kernel (contraction in fp16 and
 # int8, NHWC conv with its layout-transform trace, depthwise, a reduction), and
-# TUNEHUB_TEST_ALL_OPERATORS=1 tunes all 54 cases (~22 min on 2 cores). Every case's unscheduled
+# TUNEHUB_TEST_ALL_OPERATORS=1 tunes all 59 cases (~23 min on 2 cores). Every case's unscheduled
 # kernel is checked against its reference in test_catalog_references.py either way.
 CI_CASES = {
     "matmul-float16",

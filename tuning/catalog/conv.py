@@ -11,6 +11,7 @@ from pydantic import Field, model_validator
 
 from tuning.catalog.base import Dim, Operator, OpParams
 from tuning.catalog.dtypes import (
+    Contractions,
     Floats,
     FloatsAndInt8,
     compute_dtype,
@@ -93,7 +94,7 @@ class WindowParams(OpParams):
     S: Kernel
     stride: Stride = 1
     padding: Pad = 0
-    dtype: FloatsAndInt8 = "float32"
+    dtype: Contractions = "float32"  # bfloat16 for conv2d only: the others narrow it
 
 
 # -- conv2d and its fusions ---------------------------------------------------------------
@@ -288,6 +289,7 @@ class Conv2dBnRelu(Conv2dBiasRelu):
 class DepthwiseParams(WindowParams):
     """Input N×C×H×W (or NHWC), one R×S filter per channel (times ``multiplier``)."""
 
+    dtype: FloatsAndInt8 = "float32"
     multiplier: Annotated[int, Field(strict=True, ge=1, le=8)] = 1
     dilation: Dilation = 1
 

@@ -8,8 +8,8 @@
 - ``int8``: int8 operands, int32 arithmetic; contractions (matmul, dense, conv) return the int32
   accumulator, as TOPI's ``out_dtype="int32"`` and quantized inference do; max pooling returns
   int8. Integer results are compared exactly.
-- ``bfloat16`` (matmul, batch_matmul, dense): bf16 operands, fp32 products and sums, an fp32
-  result (what bf16 autocast and oneDNN's bf16 GEMMs return). A product of two bf16 is exact in
+- ``bfloat16`` (matmul, batch_matmul, dense, conv2d, conv2d_bias_relu): bf16 operands, fp32
+  products and sums, an fp32 result (what bf16 autocast and oneDNN's bf16 GEMMs return). A product of two bf16 is exact in
   fp32, so the reference (float64 from the same bf16 inputs) is held to the float32 tolerance.
   Only a target with a bf16 unit takes it (`tuning.hardware.bf16`): elsewhere it would be a
   float32 kernel in disguise. numpy spells it ``ml_dtypes.bfloat16`` (`numpy_dtype`).
@@ -26,7 +26,8 @@ TOLERANCE_RULES = (
     "float32: the operator's float32 tolerance; "
     "float16 (fp32 arithmetic, one rounding): rtol >= 2e-3, atol + 1e-3 against a float64 "
     "reference rounded to float16; int8 (int32 arithmetic): exact; "
-    "bfloat16 (matmul, batch_matmul, dense: fp32 products and sums, fp32 result, targets with "
+    "bfloat16 (matmul, batch_matmul, dense, conv2d, conv2d_bias_relu: fp32 products and sums, "
+    "fp32 result, targets with "
     "AMX-BF16 or AVX512-BF16 only): the float32 tolerance against a float64 reference of the "
     "same bf16 inputs"
 )

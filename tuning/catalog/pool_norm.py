@@ -10,13 +10,15 @@ from pydantic import Field, model_validator
 
 from tuning.catalog.base import Dim, Operator, OpParams
 from tuning.catalog.conv import Channels, Spatial, WindowParams
-from tuning.catalog.dtypes import Floats, compute_dtype, operand, store_as
+from tuning.catalog.dtypes import Floats, FloatsAndInt8, compute_dtype, operand, store_as
 
 MAX_ELEMENTS = 2**28
 
 
 class Pool2dParams(WindowParams):
     """Input N×C×H×W (or NHWC), an R×S window."""
+
+    dtype: FloatsAndInt8 = "float32"
 
     @model_validator(mode="after")
     def _consistent(self) -> Pool2dParams:

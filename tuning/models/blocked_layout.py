@@ -46,11 +46,14 @@ def layouts_for(call: Any, block: int) -> dict[str, list[str]]:
     """The layouts ``ConvertLayout`` should give one call: a regular conv2d ``NCHW{block}c``
     data and ``OIHW{block}i{block}o`` weights; a depthwise one (one group per input channel,
     one filter each: as many out as in) ``OIHW1i{block}o`` weights (ConvertLayout keeps a conv
-    whose channels do not divide into blocks as it is); any other conv (grouped, a channel
-    multiplier) NCHW, a transform before it where its input is blocked; no wish for other
-    ops (they follow their inputs)."""
+    whose channels do not divide into blocks as it is); any other NCHW conv (grouped, a channel
+    multiplier) NCHW, a transform before it where its input is blocked; no wish for an NHWC
+    conv (a bf16 model's, `tuning.models.bf16_layout`) or other ops (they follow their
+    inputs)."""
     if getattr(call.op, "name", "") != "relax.nn.conv2d":
         return {}
+    if str(call.attrs.data_layout) == "NHWC":
+        return {}  # a bf16 one (`tuning.models.bf16_layout`): the bf16 kernel's layout
     groups = int(call.attrs.groups)
     if groups == 1:
         return {"relax.nn.conv2d": [f"NCHW{block}c", f"OIHW{block}i{block}o"]}

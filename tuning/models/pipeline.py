@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from tuning.ir import layout_free_operands, structural_hash
+from tuning.models.bf16_layout import to_nhwc
 from tuning.models.blocked_layout import LEGALIZE, PLAIN, block_for, to_blocked
 from tuning.models.fast_math import fast_math as fast_math_functions
-from tuning.models.precision import FLOAT32, in_precision
+from tuning.models.precision import BFLOAT16, FLOAT32, in_precision
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,9 @@ def tuning_pipeline(
     math's do. A model with neither convolutions nor a clip is the same in both.
 
     With ``precision`` ``"bfloat16"`` its matmuls and convolutions read bf16 operands and sum
-    in float32 (`tuning.models.precision`): other workloads again."""
+    in float32 (`tuning.models.precision`), on CPU its regular convolutions in NHWC with their
+    padding a step apart (`tuning.models.bf16_layout`, the bf16 kernel's layout; ``layout``
+    then applies to the others): other workloads again."""
     from tvm import relax
 
     block = block or block_for(layout, target)
@@ -79,6 +82,8 @@ def tuning_pipeline(
         mod = relax.transform.DecomposeOpsForInference()(mod)
         mod = relax.transform.CanonicalizeBindings()(mod)
         mod = in_precision(mod, precision)
+        if precision == BFLOAT16 and _is_cpu(target):
+            mod = to_nhwc(mod)
         if fast_math:
             mod = fast_math_functions(mod)
         if block:

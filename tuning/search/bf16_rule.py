@@ -12,6 +12,7 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.schedule_rule import PyScheduleRule
 
 from tuning.search.amx_tiles import amx_tiles
+from tuning.search.bf16_conv import bf16_conv_tiles, conv_axes
 from tuning.search.bf16_dot import bf16_axes, bf16_tiles
 from tuning.search.micro_kernels import inner_and_tiled, tiled_space
 
@@ -32,10 +33,15 @@ class Bf16MicroKernelOr(PyScheduleRule):
 
     def apply(self, sch: Any, block: Any) -> list[Any]:
         """The wrapped rule's schedules of ``block``, then the bf16 micro-kernel's, then (with
-        ``amx``) the AMX tile kernel's (`tuning.search.amx_tiles`) where they apply."""
+        ``amx``) the AMX tile kernel's (`tuning.search.amx_tiles`) where they apply; for an NHWC
+        convolution (`tuning.search.bf16_conv`), the wrapped rule's and the bf16 convolution
+        kernel's."""
         found = bf16_axes(sch, block, self.budget)
         if found is None:
-            return list(self.inner.apply(sch, block))
+            conv = conv_axes(sch, block, self.budget)
+            if conv is None:
+                return list(self.inner.apply(sch, block))
+            return inner_and_tiled(self.inner, sch, block, sch.copy(), bf16_conv_tiles, conv)
         amx = tiled_space(sch.copy(), block, amx_tiles, found) if self.amx else []
         return inner_and_tiled(self.inner, sch, block, sch.copy(), bf16_tiles, found) + amx
 

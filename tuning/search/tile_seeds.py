@@ -343,9 +343,12 @@ def _dot_seeds(context: Any, spaces: list[Any], postprocs: list[Any], limit: int
         if found is None:
             continue
         at, rows, vectors, pairs = found
-        for r, v, p in itertools.product(SEED_ROWS, SEED_VECTORS, SEED_PAIRS):
-            if r not in rows or v not in vectors or p not in pairs:
-                continue
+        picks = (
+            _seeded(SEED_ROWS, rows),
+            _seeded(SEED_VECTORS, vectors),
+            _seeded(SEED_PAIRS, pairs),
+        )
+        for r, v, p in itertools.product(*picks):
             decisions = {at: rows.index(r), at + 1: vectors.index(v), at + 2: pairs.index(p)}
             trace = apply_decisions(context.mod, space.trace, decisions, postprocs)
             if trace is not None:
@@ -354,6 +357,17 @@ def _dot_seeds(context: Any, spaces: list[Any], postprocs: list[Any], limit: int
                 break
     log.info("%d bf16 micro-kernel seed(s)", len(seeds))
     return seeds[:limit]
+
+
+def _seeded(preferred: tuple[int, ...], choices: list[int]) -> list[int]:
+    """The ``preferred`` values among ``choices`` (best first) or, where none is, the largest
+    choice no bigger than the largest preferred one (a convolution's rows divide its width:
+    7 where a dense layer's seed is 8), else the smallest choice."""
+    found = [value for value in preferred if value in choices]
+    if found:
+        return found
+    fitting = [value for value in choices if value <= max(preferred)]
+    return [max(fitting) if fitting else min(choices)]
 
 
 def _bf16_positions(trace: Any) -> tuple[int, list[int], list[int], list[int]] | None:
