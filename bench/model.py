@@ -52,7 +52,7 @@ against the untuned build.
     .venv/bin/pip install -e '.[bench]'      # torch: the models are PyTorch modules
     .venv/bin/python bench/model.py [--models bert,resnet18,mobilenetv2,cnn] [--trials-per-task 64]
         [--budget-curve 8,16,32,64] [--neighbour-size 192] [--skip-rows] [--skip-torch]
-        [--skip-plain] [--server URL] [--bf16]
+        [--skip-plain] [--server URL] [--bf16] [--skip-fp32]
 """
 
 from __future__ import annotations
@@ -162,9 +162,11 @@ def tune_with_tunehub(client: TunehubClient, model: Any, shape: list[int], trial
 
 
 def tvm_ways(mod: Any, target: Any, client: TunehubClient, budget: tuple[int, int],
-             folder: Path, row: Row, skip_plain: bool = False) -> dict[str, Any]:  # fmt: skip
-    """The TVM builds of ``mod`` as Relax VMs: tunehub's fetched build, plain MetaSchedule's
-    with the same budget (total, per task; not with ``skip_plain``), untuned."""
+             folder: Path, row: Row, skip_plain: bool = False,
+             fetch: bool = True) -> dict[str, Any]:  # fmt: skip
+    """The TVM builds of ``mod`` as Relax VMs: tunehub's fetched build (not without
+    ``fetch``), plain MetaSchedule's with the same budget (total, per task; not with
+    ``skip_plain``), untuned."""
     import tvm
     from tvm import relax
     from tvm.s_tir import meta_schedule as ms
@@ -175,9 +177,11 @@ def tvm_ways(mod: Any, target: Any, client: TunehubClient, budget: tuple[int, in
     def vm(executable: Any) -> Any:
         return relax.VirtualMachine(executable, tvm.cpu())
 
-    started = time.monotonic()
-    tuned = build(mod, target, client=client)
-    row.wall["fetch build"] = time.monotonic() - started
+    fetched = {}
+    if fetch:
+        started = time.monotonic()
+        fetched["tunehub"] = vm(build(mod, target, client=client))
+        row.wall["fetch build"] = time.monotonic() - started
     started = time.monotonic()
     untuned = compile_with(tuning_pipeline(mod, target), target, ms.database.MemoryDatabase())
     row.wall["untuned build"] = time.monotonic() - started
@@ -187,7 +191,7 @@ def tvm_ways(mod: Any, target: Any, client: TunehubClient, budget: tuple[int, in
     # imports TVM's tensor intrinsics, ~26 s on 2 loaded cores).
     total, per_task = budget
     if skip_plain:
-        return {"tunehub": vm(tuned), "untuned": vm(untuned)}
+        return {**fetched, "untuned": vm(untuned)}
     started = time.monotonic()
     with tempfile.TemporaryDirectory(dir=folder) as work_dir:
         fused = tuning_pipeline(mod, target)
@@ -198,7 +202,7 @@ def tvm_ways(mod: Any, target: Any, client: TunehubClient, budget: tuple[int, in
         plain = compile_with(fused, target, database)
     row.wall["plain tune"] = time.monotonic() - started
     print(f"  plain TVM: {total} trials in {row.wall['plain tune']:.0f} s", flush=True)
-    return {"tunehub": vm(tuned), "plain TVM": vm(plain), "untuned": vm(untuned)}
+    return {**fetched, "plain TVM": vm(plain), "untuned": vm(untuned)}
 
 
 def measure(row: Row, ways: dict[str, Callable[[], np.ndarray]], rounds: int,
@@ -265,10 +269,14 @@ def bench_model(name: str, client: TunehubClient, args: argparse.Namespace, fold
     tasks = len(extract(tuning_pipeline(mod, target), target))
     row = Row(name, tasks, tasks * args.trials_per_task)
     print(f"{name}: {tasks} tasks, {row.trials} trials", flush=True)
-    row.wall["tunehub tune"], tuned = tune_with_tunehub(client, model, shape, row.trials, folder)
-    row.tasks_measured = task_rows(client, tuned)
+    if args.skip_fp32:
+        row.wall["tunehub tune"] = row.wall["fetch build"] = float("nan")
+    else:
+        row.wall["tunehub tune"], tuned = tune_with_tunehub(client, model, shape, row.trials,
+                                                            folder)  # fmt: skip
+        row.tasks_measured = task_rows(client, tuned)
     vms = tvm_ways(mod, target, client, (row.trials, args.trials_per_task), folder, row,
-                   args.skip_plain)  # fmt: skip
+                   args.skip_plain, fetch=not args.skip_fp32)  # fmt: skip
     x = np.random.default_rng(0).standard_normal(shape).astype("float32")
     data = tvm.runtime.tensor(x)
     ways = {way: bound(vm["main"], data) for way, vm in vms.items()}
@@ -433,6 +441,9 @@ def main() -> int:
         help="no plain MetaSchedule build (it tunes as long as tunehub does)",
     )
     parser.add_argument("--server", help="a running tunehub (default: start a fresh one)")
+    parser.add_argument("--skip-fp32", action="store_true",
+                        help="no fp32 model job (its columns '-'): with --bf16, the bf16 model "
+                        "against ONNX Runtime and PyTorch alone")  # fmt: skip
     parser.add_argument("--bf16", action="store_true",
                         help="bf16 columns: PyTorch autocast, and tunehub's bf16 model where the "
                         "host has AVX512-BF16 (issue 39)")  # fmt: skip

@@ -59,7 +59,9 @@ def task_rows(client: TunehubClient, model: dict[str, Any]) -> list[TaskRow]:
 
 def ratio(row: Row, way: str) -> str:
     """``way``'s latency over tunehub's (> 1: tunehub is faster)."""
-    return f"{row.ms[way] / row.ms['tunehub']:.2f}x" if way in row.ms else "-"
+    if way not in row.ms or "tunehub" not in row.ms:
+        return "-"
+    return f"{row.ms[way] / row.ms['tunehub']:.2f}x"
 
 
 def print_table(rows: list[Row], threads: int) -> None:

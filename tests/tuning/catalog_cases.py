@@ -119,15 +119,14 @@ CASES += [
     ("softmax", {"rows": 4, "cols": 32, **_F16}),
 ]
 _BF16 = {"dtype": "bfloat16"}
+_WINDOW = {"N": 1, "H": 6, "W": 5, "R": 3, "S": 3}
 # bfloat16 contractions (fp32 products and sums, fp32 result).
 CASES += [
     ("matmul", {"M": 8, "N": 32, "K": 16, **_BF16}),
     ("batch_matmul", {"B": 2, "M": 4, "N": 16, "K": 6, **_BF16}),
     ("dense", {"M": 3, "N": 16, "K": 8, "bias": True, **_BF16}),
-    ("conv2d", {"layout": "NHWC", "N": 1, "C": 4, "H": 6, "W": 5, "K": 16, "R": 3, "S": 3,
-                "padding": 1, **_BF16}),  # fmt: skip
-    ("conv2d_bias_relu", {"layout": "NCHW", "N": 1, "C": 3, "H": 5, "W": 5, "K": 4, "R": 3,
-                          "S": 3, "stride": 2, **_BF16}),  # fmt: skip
+    ("conv2d", {"layout": "NHWC", **_WINDOW, "C": 4, "K": 16, "padding": 1, **_BF16}),
+    ("conv2d_bias_relu", {"layout": "NCHW", **_WINDOW, "C": 3, "K": 4, "stride": 2, **_BF16}),
 ]
 
 

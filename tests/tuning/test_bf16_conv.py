@@ -50,6 +50,7 @@ def _has_bf16_dot() -> bool:
         ("conv2d", CONV, [1, 7, 7, 32]),
         ("conv2d_bias_relu", {**CONV, "stride": 2, "H": 11, "W": 11}, [1, 5, 5, 32]),
         ("conv2d", {**CONV, "R": 1, "S": 1}, [1, 9, 9, 32]),
+        ("conv2d", {**CONV, "N": 2, "dilation": 2}, [2, 5, 5, 32]),
     ],
 )
 def test_the_packed_space_offers_the_conv_kernel_whose_trace_passes_and_replays(

@@ -62,10 +62,13 @@ def test_bf16_contractions_read_bf16_and_are_workloads_of_their_own(
     # On CPU the convolutions are NHWC (the bf16 kernel's layout) and read their input padded
     # by a task of its own (a padded copy inside the task would be widened to fp32).
     convs = [t for n, t in bf16.items() if "conv2d" in n]
+    channels = []
     for task in convs:
         (data, data_dtype), (weight, _) = arg_specs(task.mod["main"])[:2]
         assert data == [1, 18, 18, weight[2]] and data_dtype == "bfloat16", (task.name, data)
         assert weight[:2] == [3, 3]  # HWIO
+        channels.append(weight[2])
+    assert sorted(channels) == [4, 8]  # the RGB input gets a zero channel: pairs for vdpbf16ps
     pads = [t for n, t in bf16.items() if "pad" in n]
     assert {arg_specs(t.mod["main"])[-1][0][1] for t in pads} == {18}
     # The global pool reads what the ReLU wrote, in float32 (NHWC now).

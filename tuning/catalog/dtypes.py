@@ -9,8 +9,9 @@
   accumulator, as TOPI's ``out_dtype="int32"`` and quantized inference do; max pooling returns
   int8. Integer results are compared exactly.
 - ``bfloat16`` (matmul, batch_matmul, dense, conv2d, conv2d_bias_relu): bf16 operands, fp32
-  products and sums, an fp32 result (what bf16 autocast and oneDNN's bf16 GEMMs return). A product of two bf16 is exact in
-  fp32, so the reference (float64 from the same bf16 inputs) is held to the float32 tolerance.
+  products and sums, an fp32 result (what bf16 autocast and oneDNN's bf16 GEMMs return). A
+  product of two bf16 is exact in fp32, so the reference (float64 from the same bf16 inputs) is
+  held to the float32 tolerance.
   Only a target with a bf16 unit takes it (`tuning.hardware.bf16`): elsewhere it would be a
   float32 kernel in disguise. numpy spells it ``ml_dtypes.bfloat16`` (`numpy_dtype`).
 """

@@ -13,7 +13,10 @@ which TVM's bf16 legalisation widens to fp32: the kernel reads bf16 pairs, so it
 convolutions that read a parameter. The pad is a task of its own (a copy of one layer's
 activations: ResNet-18's largest is 56x56x64 bf16, 400 KB).
 
-Depthwise and grouped convolutions, and convolutions on fp32 operands, keep their layout.
+A convolution on an odd number of channels (an RGB stem) reads one zero channel more, and its
+weight one zero input channel more (a constant: it folds at compile), so that its channels pair
+up for ``vdpbf16ps``. Depthwise and grouped convolutions, and convolutions on fp32 operands,
+keep their layout.
 """
 
 from __future__ import annotations
@@ -25,12 +28,21 @@ NHWC, HWIO = "NHWC", "HWIO"
 
 def layouts_for(call: Any) -> dict[str, list[str]]:
     """The layouts ``ConvertLayout`` should give one call: ``NHWC``/``HWIO`` for a one-group
-    conv2d whose operands are bf16, no wish for any other call."""
-    if getattr(call.op, "name", "") != "relax.nn.conv2d" or int(call.attrs.groups) != 1:
+    conv2d whose operands are bf16 (`is_bf16_conv`); any other conv2d the layouts it has (no
+    wish would have it follow its input's); no wish for other calls (they follow their
+    inputs)."""
+    if getattr(call.op, "name", "") != "relax.nn.conv2d":
         return {}
-    if any(str(getattr(arg.ty, "dtype", "")) != "bfloat16" for arg in call.args):
-        return {}
+    if not is_bf16_conv(call):
+        return {"relax.nn.conv2d": [str(call.attrs.data_layout), str(call.attrs.kernel_layout)]}
     return {"relax.nn.conv2d": [NHWC, HWIO]}
+
+
+def is_bf16_conv(call: Any) -> bool:
+    """Whether ``call`` (a Relax ``conv2d``) is one group on bf16 operands: the kernel's."""
+    if int(call.attrs.groups) != 1:
+        return False
+    return all(str(getattr(arg.ty, "dtype", "")) == "bfloat16" for arg in call.args)
 
 
 def to_nhwc(mod: Any) -> Any:
@@ -43,8 +55,10 @@ def to_nhwc(mod: Any) -> Any:
 
 
 def padding_apart(mod: Any) -> Any:
-    """``mod`` with every NHWC conv2d that pads reading ``nn.pad`` of its input (zeros, the
-    same widths) and padding nothing."""
+    """``mod`` with every NHWC/HWIO `is_bf16_conv` that pads, or reads an odd number of
+    channels, reading
+    ``nn.pad`` of its input (zeros: the same widths, one channel more where they are odd, the
+    weight padded alike) and padding nothing."""
     from tvm import relax
     from tvm.relax import expr_functor
 
@@ -52,13 +66,20 @@ def padding_apart(mod: Any) -> Any:
         if getattr(call.op, "name", "") != "relax.nn.conv2d":
             return call
         attrs = call.attrs
-        top, left, bottom, right = (int(p) for p in attrs.padding)
-        if str(attrs.data_layout) != NHWC or not any((top, left, bottom, right)):
+        if (str(attrs.data_layout), str(attrs.kernel_layout)) != (NHWC, HWIO):
             return call
+        if not is_bf16_conv(call):
+            return call
+        top, left, bottom, right = (int(p) for p in attrs.padding)
         data, weight = call.args
-        padded = relax.op.nn.pad(data, [0, 0, top, bottom, left, right, 0, 0])
+        odd = int(data.ty.shape.values[-1]) % 2
+        if not any((top, left, bottom, right, odd)):
+            return call
+        data = relax.op.nn.pad(data, [0, 0, top, bottom, left, right, 0, odd])
+        if odd:  # a zero channel more in both: no products change, the channels pair up
+            weight = relax.op.nn.pad(weight, [0, 0, 0, 0, 0, 1, 0, 0])
         return relax.op.nn.conv2d(
-            padded, weight, attrs.strides, 0, attrs.dilation, attrs.groups, attrs.data_layout,
+            data, weight, attrs.strides, 0, attrs.dilation, attrs.groups, attrs.data_layout,
             attrs.kernel_layout, attrs.out_layout, out_dtype=attrs.out_dtype,
         )  # fmt: skip
 

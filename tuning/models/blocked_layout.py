@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tuning.models.bf16_layout import NHWC, is_bf16_conv
+
 PLAIN, BLOCKED = "plain", "blocked"
 LAYOUTS = (PLAIN, BLOCKED)
 """A model's layouts: ``plain`` (as the model is written: NCHW) or ``blocked`` (NCHW[x]c with x
@@ -47,13 +49,13 @@ def layouts_for(call: Any, block: int) -> dict[str, list[str]]:
     data and ``OIHW{block}i{block}o`` weights; a depthwise one (one group per input channel,
     one filter each: as many out as in) ``OIHW1i{block}o`` weights (ConvertLayout keeps a conv
     whose channels do not divide into blocks as it is); any other NCHW conv (grouped, a channel
-    multiplier) NCHW, a transform before it where its input is blocked; no wish for an NHWC
-    conv (a bf16 model's, `tuning.models.bf16_layout`) or other ops (they follow their
+    multiplier) NCHW, a transform before it where its input is blocked; no wish for a bf16
+    model's NHWC conv (`tuning.models.bf16_layout`) or other ops (they follow their
     inputs)."""
     if getattr(call.op, "name", "") != "relax.nn.conv2d":
         return {}
-    if str(call.attrs.data_layout) == "NHWC":
-        return {}  # a bf16 one (`tuning.models.bf16_layout`): the bf16 kernel's layout
+    if str(call.attrs.data_layout) == NHWC and is_bf16_conv(call):
+        return {}  # `tuning.models.bf16_layout` made it the bf16 kernel's layout
     groups = int(call.attrs.groups)
     if groups == 1:
         return {"relax.nn.conv2d": [f"NCHW{block}c", f"OIHW{block}i{block}o"]}

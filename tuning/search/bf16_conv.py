@@ -10,13 +10,13 @@ channels' pairs of ``W``, which must lie together: the weight is packed once at 
 ``[f / 16, r, q, c / 2, 16, 2]``, as a dense layer's is.
 
 `conv_axes` recognises such a block (the catalog's NHWC ``conv2d``, a bf16 model's
-convolutions once they are NHWC: `tuning.models.precision`); `bf16_conv_tiles` schedules it:
-loops ``[n, y, f blocks]`` (parallel) / taps and channel blocks / ``x`` blocks / channel pairs
-/ unrolled register block of ``rows`` pixels x ``vectors`` of 16 channels / `DOT_16x2`, the
-epilogue (bias, ReLU, residual, the bf16 cast of the next layer's input) per output row and
-block of channels while it is in cache. ``rows``, ``vectors`` and the channel block are
-sampled, so the search mutates them, and are the three categoricals `tile_seeds.bf16_seeds`
-seeds as it seeds a dense layer's.
+convolutions once they are NHWC: `tuning.models.bf16_layout`); `bf16_conv_tiles` schedules it:
+loops ``[n, y, f blocks]`` (parallelised by the packed space's postprocessor) / taps and
+channel blocks / ``x`` blocks / channel pairs / unrolled register block of ``rows`` pixels x
+``vectors`` of 16 channels / `DOT_16x2`, the epilogue (bias, ReLU, residual, the bf16 cast of
+the next layer's input) per output row and block of channels while it is in cache. ``rows``,
+``vectors`` and the channel block are sampled, so the search mutates them, and are the three
+categoricals `tile_seeds.bf16_seeds` seeds as it seeds a dense layer's.
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def conv_axes(sch: Any, block: Any, budget: int) -> ConvAxes | None:
     if out_channels % LANES or channels % PAIR:
         return None
     vectors = tuple(v for v in VECTORS if (out_channels // LANES) % v == 0)
-    most_rows = budget // min(vectors)
+    most_rows = budget // min(2, max(vectors))  # bigger blocks are left to the search
     rows = tuple(d for d in range(1, most_rows + 1) if width % d == 0)[-3:]
     pairs = tuple(p for p in K_PAIRS if (channels // PAIR) % p == 0) or (channels // PAIR,)
     return ConvAxes(weight[0], rows, vectors, pairs)
