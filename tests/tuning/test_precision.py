@@ -167,3 +167,40 @@ def test_a_model_bf16_breaks_is_refused_and_float32_compiles_it(
                       precision="bfloat16")  # fmt: skip
     compiled = compile_model("onnx", data, inputs, target, [], tmp_path / "fp32")
     assert compiled.min_cosine is None and compiled.path.stat().st_size > 0
+
+
+def test_only_one_group_bf16_convs_go_nhwc_and_pad_apart() -> None:
+    """`tuning.models.bf16_layout`: the regular conv goes NHWC/HWIO and reads an ``nn.pad``;
+    the depthwise conv after it keeps NCHW/OIHW and its own padding (a transform before it)."""
+    from tvm import relax
+    from tvm.script import relax as R
+
+    from tuning.models.bf16_layout import to_nhwc
+    from tuning.models.precision import to_bfloat16
+
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", R.Tensor((1, 16, 8, 8), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            regular = np.ones((16, 16, 3, 3), "float32")
+            depthwise = np.ones((16, 1, 3, 3), "float32")
+            a = bb.emit(relax.op.nn.conv2d(x, relax.const(regular), padding=1))
+            b = bb.emit(relax.op.nn.conv2d(a, relax.const(depthwise), padding=1, groups=16))
+            out = bb.emit_output(relax.op.nn.relu(b))
+        bb.emit_func_output(out)
+    mod = to_nhwc(to_bfloat16(bb.get()))
+    calls = [
+        binding.value
+        for block in mod["main"].body.blocks
+        for binding in block.bindings
+        if isinstance(binding.value, relax.Call)
+    ]
+    convs = {
+        int(c.attrs.groups): (str(c.attrs.data_layout), str(c.attrs.kernel_layout),
+                              [int(p) for p in c.attrs.padding])
+        for c in calls
+        if getattr(c.op, "name", "") == "relax.nn.conv2d"
+    }  # fmt: skip
+    assert convs == {1: ("NHWC", "HWIO", [0, 0, 0, 0]), 16: ("NCHW", "OIHW", [1, 1, 1, 1])}
+    pads = [c for c in calls if getattr(c.op, "name", "") == "relax.nn.pad"]
+    assert len(pads) == 1 and [int(w) for w in pads[0].attrs.pad_width] == [0, 0, 1, 1, 1, 1, 0, 0]
