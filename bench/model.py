@@ -326,8 +326,9 @@ def tunehub_bf16(client: TunehubClient, mod: Any, model: Any, shape: list[int], 
         return None
     fused = tuning_pipeline(mod, target, precision="bfloat16")
     trials = len(extract(fused, target)) * args.trials_per_task
-    row.wall[f"tunehub {BF16} tune"], _ = tune_with_tunehub(client, model, shape, trials, folder,
-                                                           precision="bfloat16")  # fmt: skip
+    wall, tuned = tune_with_tunehub(client, model, shape, trials, folder, precision="bfloat16")
+    row.wall[f"tunehub {BF16} tune"] = wall
+    row.bf16_tasks = task_rows(client, tuned)
     executable = build(mod, target, client=client, precision="bfloat16")
     return relax.VirtualMachine(executable, tvm.cpu())["main"]
 

@@ -22,6 +22,7 @@ class Row:
     error: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     tasks_measured: list[TaskRow] = field(default_factory=list)
+    bf16_tasks: list[TaskRow] = field(default_factory=list)  # the bf16 model's (``--bf16``)
 
 
 @dataclass
@@ -81,11 +82,17 @@ def print_table(rows: list[Row], threads: int) -> None:
               f"{ratio(r, 'torch.compile'):>15} {r.wall['tunehub tune']:>14.0f} "
               f"{r.wall.get('plain tune', float('nan')):>12.0f} {r.wall['fetch build']:>13.1f} "
               f"{r.wall['untuned build']:>15.1f}")  # fmt: skip
-    for r in rows:
-        print(f"\n{r.model}: tasks by share of the kernel time (calls x published latency)")
+    tables = [
+        (r.model + label, tasks)
+        for r in rows
+        for label, tasks in (("", r.tasks_measured), (" bf16", r.bf16_tasks))
+        if tasks
+    ]
+    for name, tasks in tables:
+        print(f"\n{name}: tasks by share of the kernel time (calls x published latency)")
         print(f"{'task':<40} {'calls':>5} {'trials':>6} {'latency us':>11} {'share':>6} "
               f"{'roofline us':>11} {'of roofline':>11} {'space':>12}")  # fmt: skip
-        for t in r.tasks_measured:
+        for t in tasks:
             roof = f"{t.roofline_us:>11.1f}" if t.roofline_us is not None else f"{'-':>11}"
             of = f"{100 * t.of_roofline:>10.0f}%" if t.of_roofline is not None else f"{'-':>11}"
             print(f"{t.name[:40]:<40} {t.weight:>5} {t.trials:>6} {t.latency_us:>11.1f} "
