@@ -274,7 +274,7 @@ def bench_model(name: str, client: TunehubClient, args: argparse.Namespace, fold
     else:
         row.wall["tunehub tune"], tuned = tune_with_tunehub(client, model, shape, row.trials,
                                                             folder)  # fmt: skip
-        row.tasks_measured = task_rows(client, tuned)
+        row.fp32_tasks = task_rows(client, tuned)
     vms = tvm_ways(mod, target, client, (row.trials, args.trials_per_task), folder, row,
                    args.skip_plain, fetch=not args.skip_fp32)  # fmt: skip
     x = np.random.default_rng(0).standard_normal(shape).astype("float32")
@@ -443,8 +443,8 @@ def main() -> int:
     )
     parser.add_argument("--server", help="a running tunehub (default: start a fresh one)")
     parser.add_argument("--skip-fp32", action="store_true",
-                        help="no fp32 model job (its columns '-'): with --bf16, the bf16 model "
-                        "against ONNX Runtime and PyTorch alone")  # fmt: skip
+                        help="no fp32 model job (its columns '-' or nan), no budget curve: "
+                        "with --bf16, the bf16 model against ONNX Runtime and PyTorch")  # fmt: skip
     parser.add_argument("--bf16", action="store_true",
                         help="bf16 columns: PyTorch autocast, and tunehub's bf16 model where the "
                         "host has AVX512-BF16 (issue 39)")  # fmt: skip
@@ -490,7 +490,7 @@ def main() -> int:
             for name in [] if args.skip_rows else models:
                 rows.append(bench_model(name, client, args, Path(tmp)))
                 print_table(rows[-1:], threads)  # as soon as measured
-            if steps and args.curve_model in models:
+            if steps and args.curve_model in models and not args.skip_fp32:
                 curve, neighbours = budget_curve(client, args, steps, Path(tmp))
     if rows:
         print_table(rows, threads)

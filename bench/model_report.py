@@ -21,7 +21,7 @@ class Row:
     wall: dict[str, float] = field(default_factory=dict)
     error: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
-    tasks_measured: list[TaskRow] = field(default_factory=list)
+    fp32_tasks: list[TaskRow] = field(default_factory=list)
     bf16_tasks: list[TaskRow] = field(default_factory=list)  # the bf16 model's (``--bf16``)
 
 
@@ -85,7 +85,7 @@ def print_table(rows: list[Row], threads: int) -> None:
     tables = [
         (r.model + label, tasks)
         for r in rows
-        for label, tasks in (("", r.tasks_measured), (" bf16", r.bf16_tasks))
+        for label, tasks in (("", r.fp32_tasks), (" bf16", r.bf16_tasks))
         if tasks
     ]
     for name, tasks in tables:

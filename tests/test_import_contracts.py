@@ -37,6 +37,8 @@ PIPELINE = "tuning.models.pipeline"
 FAST_MATH = "tuning.models.fast_math"  # the pipeline's rewrite of exp, erf, tanh, GELU: TVM only
 BLOCKED = "tuning.models.blocked_layout"  # the pipeline's blocked channel layout: TVM only
 PRECISION = "tuning.models.precision"  # the pipeline's bf16 rewrite of matmuls and convs: TVM only
+BF16_LAYOUT = "tuning.models.bf16_layout"  # the pipeline's NHWC layout of bf16 convs: TVM only
+CALL_REWRITE = "tuning.models.call_rewrite"  # the rewrites' one-call-at-a-time mutator: TVM only
 BF16 = "tuning.hardware.bf16"  # tunehub's bf16 tensor intrinsic a replayed trace names: TVM only
 AMX = "tuning.hardware.amx"  # tunehub's AMX tile intrinsics a replayed trace names: TVM only
 # What a process checks before it loads a library or replays a trace (the worker and a build
@@ -159,13 +161,19 @@ RULES = (
     Rule(
         PIPELINE,
         "the shared model pipeline: TVM only",
-        only=("tvm", "tvm_ffi", "tuning.ir", FAST_MATH, BLOCKED, PRECISION),
+        only=("tvm", "tvm_ffi", "tuning.ir", FAST_MATH, BLOCKED, PRECISION, BF16_LAYOUT),
     ),
     Rule(FAST_MATH, "the pipeline's fast math: TVM only", only=("tvm",)),
-    Rule(BLOCKED, "the pipeline's blocked layout: TVM only", only=("tvm", "tvm_ffi")),
+    Rule(
+        BLOCKED,
+        "the pipeline's blocked layout: TVM only",
+        only=("tvm", "tvm_ffi", BF16_LAYOUT, CALL_REWRITE),
+    ),
+    Rule(BF16_LAYOUT, "the pipeline's bf16 conv layout: TVM only", only=("tvm", CALL_REWRITE)),
+    Rule(CALL_REWRITE, "the rewrites' call mutator: TVM only", only=("tvm",)),
     Rule(BF16, "tunehub's bf16 tensor intrinsic: TVM only", only=("tvm", "tvm_ffi", AMX)),
     Rule(AMX, "tunehub's AMX tile intrinsics: TVM only", only=("tvm",)),
-    Rule(PRECISION, "the pipeline's bf16 rewrite: TVM only", only=("tvm",)),
+    Rule(PRECISION, "the pipeline's bf16 rewrite: TVM only", only=("tvm", CALL_REWRITE)),
     Rule(
         "tuning.ir", "IR helpers: TVM only (the light client imports them)", only=("tvm", "tvm_ffi")
     ),

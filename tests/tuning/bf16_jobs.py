@@ -54,6 +54,17 @@ def packed_spaces(mod: Any, target: dict[str, Any]) -> list[Any]:
     return spaces
 
 
+def operator_spaces(operator: str, params: dict[str, Any], target: dict[str, Any]) -> tuple:
+    """The catalog ``operator``'s module with ``params`` in the packed space, and its design
+    spaces on ``target`` (`packed_spaces`)."""
+    from tuning.search.spaces import space_module
+
+    op = get_operator(operator)
+    spec = catalog_workload(operator, op.Params.model_validate(params))
+    mod = space_module(spec.mod, PACKED, op.constant_operands)
+    return mod, packed_spaces(mod, target)
+
+
 def run_packed_job(
     tmp_path: Path, params_json: dict[str, Any], trials: int, operator: str = "dense"
 ) -> PackedJob:

@@ -12,28 +12,19 @@ import numpy as np
 import pytest
 import tvm
 
-from tests.tuning.bf16_jobs import packed_spaces, run_packed_job
+from tests.tuning.bf16_jobs import operator_spaces, run_packed_job
 from tuning.catalog import get_operator
-from tuning.catalog.workload import catalog_workload
 from tuning.hardware.bf16 import DOT_16x2
 from tuning.hardware.host import cpu_flags
 from tuning.hardware.targets import resolve_target
 from tuning.measure.timing import run_module
 from tuning.publish.packing import PACKED_ENTRY, PackedParam, split_packed
 from tuning.publish.verify import apply_trace
-from tuning.search.spaces import PACKED, space_module
 from tuning.traces import trace_to_text
 
 ZEN4 = {"kind": "llvm", "mcpu": "znver4", "num-cores": 2}
 CONV = {"layout": "NHWC", "N": 1, "C": 32, "H": 9, "W": 9, "K": 32, "R": 3, "S": 3,
         "dtype": "bfloat16"}  # fmt: skip
-
-
-def _spaces(operator: str, params: dict, target: dict) -> tuple[object, list]:
-    op = get_operator(operator)
-    spec = catalog_workload(operator, op.Params.model_validate(params))
-    mod = space_module(spec.mod, PACKED, op.constant_operands)
-    return mod, packed_spaces(mod, target)
 
 
 def _conv_spaces(spaces: list) -> list:
@@ -56,7 +47,7 @@ def _has_bf16_dot() -> bool:
 def test_the_packed_space_offers_the_conv_kernel_whose_trace_passes_and_replays(
     operator: str, params: dict, out_shape: list[int]
 ) -> None:
-    mod, spaces = _spaces(operator, params, ZEN4)
+    mod, spaces = operator_spaces(operator, params, ZEN4)
     (conv,) = _conv_spaces(spaces)
     assert len(spaces) > 1  # the spaces that widen bf16 stay beside it
     scheduled = apply_trace(mod, trace_to_text(conv.trace.as_json()))  # the gate, then replay
@@ -91,7 +82,7 @@ def test_the_packed_space_offers_the_conv_kernel_whose_trace_passes_and_replays(
     ],
 )
 def test_no_conv_kernel_where_it_cannot_run_or_does_not_fit(params: dict, target: dict) -> None:
-    _, spaces = _spaces("conv2d", params, target)
+    _, spaces = operator_spaces("conv2d", params, target)
     assert spaces and not _conv_spaces(spaces)
 
 
@@ -101,7 +92,7 @@ def test_a_bf16_conv_job_publishes_the_vdpbf16ps_kernel(tmp_path: Path) -> None:
     (about twice the widened kernels' speed) wins and ships with its pack function."""
     params_json = {**CONV, "C": 64, "K": 64, "H": 18, "W": 18}
     if not _has_bf16_dot():
-        _, spaces = _spaces("conv2d", params_json, resolve_target("host").canonical)
+        _, spaces = operator_spaces("conv2d", params_json, resolve_target("host").canonical)
         assert spaces and not _conv_spaces(spaces)
         return
     done = run_packed_job(tmp_path, params_json, 8, operator="conv2d")

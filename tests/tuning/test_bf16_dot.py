@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tvm
 
-from tests.tuning.bf16_jobs import packed_spaces, run_packed_job
+from tests.tuning.bf16_jobs import operator_spaces, run_packed_job
 from tuning.catalog import get_operator
 from tuning.catalog.workload import catalog_workload
 from tuning.checks.library_check import UnsafeLibrary
@@ -29,21 +29,12 @@ ZEN4 = {"kind": "llvm", "mcpu": "znver4", "num-cores": 2}
 DENSE = {"M": 8, "N": 32, "K": 48, "bias": True, "dtype": "bfloat16"}
 
 
-def _spaces(operator: str, params: dict, target: dict) -> tuple[object, list]:
-    """The packed space's design spaces of the operator, each through the space's
-    postprocessors (as a measured candidate is)."""
-    op = get_operator(operator)
-    spec = catalog_workload(operator, op.Params.model_validate(params))
-    mod = space_module(spec.mod, PACKED, op.constant_operands)
-    return mod, packed_spaces(mod, target)
-
-
 def _bf16_spaces(spaces: list) -> list:
     return [s for s in spaces if DOT_16x2 in trace_to_text(s.trace.as_json())]
 
 
 def test_the_packed_space_offers_the_bf16_kernel_whose_trace_passes_and_replays() -> None:
-    mod, spaces = _spaces("dense", DENSE, ZEN4)
+    mod, spaces = operator_spaces("dense", DENSE, ZEN4)
     (bf16,) = _bf16_spaces(spaces)
     assert len(spaces) > 1  # the spaces that widen bf16 stay beside it
     scheduled = apply_trace(mod, trace_to_text(bf16.trace.as_json()))  # the gate, then replay
@@ -79,7 +70,7 @@ def test_the_packed_space_offers_the_bf16_kernel_whose_trace_passes_and_replays(
 def test_no_bf16_kernel_where_it_cannot_run_or_does_not_fit(
     operator: str, params: dict, target: dict
 ) -> None:
-    _, spaces = _spaces(operator, params, target)
+    _, spaces = operator_spaces(operator, params, target)
     assert spaces and not _bf16_spaces(spaces)
 
 
@@ -104,7 +95,7 @@ def test_a_bf16_dense_job_publishes_the_vdpbf16ps_kernel(tmp_path: Path) -> None
     AVX512-BF16, the host target's space must not offer the kernel at all."""
     params_json = {"M": 32, "N": 256, "K": 256, "dtype": "bfloat16"}
     if "avx512bf16" not in (cpu_flags() or set()):
-        _, spaces = _spaces("dense", params_json, resolve_target("host").canonical)
+        _, spaces = operator_spaces("dense", params_json, resolve_target("host").canonical)
         assert spaces and not _bf16_spaces(spaces)
         return
     done = run_packed_job(tmp_path, params_json, 8)
@@ -121,7 +112,7 @@ def test_a_bf16_dense_job_publishes_the_vdpbf16ps_kernel(tmp_path: Path) -> None
 def test_a_vdpbf16ps_kernel_is_never_built_for_a_target_without_it(tmp_path: Path) -> None:
     """A trace (imported, say) may tensorize any bf16 block with the intrinsic: the library
     build refuses it for a target that does not declare AVX512-BF16."""
-    mod, spaces = _spaces("dense", DENSE, ZEN4)
+    mod, spaces = operator_spaces("dense", DENSE, ZEN4)
     (bf16,) = _bf16_spaces(spaces)
     scheduled = split_packed(apply_trace(mod, trace_to_text(bf16.trace.as_json())), False).mod
     with pytest.raises(UnsafeLibrary, match="vdpbf16ps"):

@@ -204,3 +204,45 @@ def test_only_one_group_bf16_convs_go_nhwc_and_pad_apart() -> None:
     assert convs == {1: ("NHWC", "HWIO", [0, 0, 0, 0]), 16: ("NCHW", "OIHW", [1, 1, 1, 1])}
     pads = [c for c in calls if getattr(c.op, "name", "") == "relax.nn.pad"]
     assert len(pads) == 1 and [int(w) for w in pads[0].attrs.pad_width] == [0, 0, 1, 1, 1, 1, 0, 0]
+
+
+def test_asymmetric_padding_and_odd_channels_compute_the_same_convolution() -> None:
+    """A conv padded (top 0, left 1, bottom 2, right 3) on 3 channels, rewritten NHWC with its
+    padding (and a zero fourth channel) apart, gives what the bf16 NCHW conv gives."""
+    import tvm
+    from tvm import relax
+    from tvm.script import relax as R
+
+    from tuning.models.bf16_layout import to_nhwc
+    from tuning.models.precision import to_bfloat16
+
+    rng = np.random.default_rng(4)
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", R.Tensor((1, 3, 6, 5), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            weight = relax.const(rng.standard_normal((16, 3, 3, 3)).astype("float32"))
+            out = bb.emit_output(relax.op.nn.conv2d(x, weight, padding=(0, 1, 2, 3)))
+        bb.emit_func_output(out)
+    plain = to_bfloat16(bb.get())
+    rewritten = to_nhwc(plain)
+    pads = [int(w) for w in _calls(rewritten, "relax.nn.pad")[0].attrs.pad_width]
+    assert pads == [0, 0, 0, 2, 1, 3, 0, 1]
+    data = tvm.runtime.tensor(rng.standard_normal((1, 3, 6, 5)).astype("float32"))
+    got = []
+    for mod in (plain, rewritten):
+        vm = relax.VirtualMachine(relax.build(mod, "llvm"), tvm.cpu())
+        got.append(vm["main"](data).numpy())
+    assert got[0].shape == got[1].shape == (1, 16, 6, 7)
+    np.testing.assert_allclose(got[1], got[0], rtol=1e-5, atol=1e-5)
+
+
+def _calls(mod: Any, name: str) -> list[Any]:
+    from tvm import relax
+
+    return [
+        binding.value
+        for block in mod["main"].body.blocks
+        for binding in block.bindings
+        if isinstance(binding.value, relax.Call) and getattr(binding.value.op, "name", "") == name
+    ]

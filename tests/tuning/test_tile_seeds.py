@@ -150,3 +150,14 @@ def test_a_packed_job_measures_its_seeds_first(tmp_path) -> None:
         structural_hash(_scheduled(mod, t)) for t in (seeds[5], seeds[4], seeds[6], seeds[7])
     ]
     engine.dispose()
+
+
+def test_bf16_seeds_take_the_preferred_blocks_or_the_nearest_smaller_choice() -> None:
+    """A dense layer's categoricals have the sweep's blocks; a convolution's rows divide its
+    width (7 for a 7- or 28-wide row) and its k blocks its channels (32 pairs for 64)."""
+    from tuning.search.tile_seeds import SEED_PAIRS, SEED_ROWS, _seeded
+
+    assert _seeded(SEED_ROWS, [2, 4, 8]) == [4, 8]
+    assert _seeded(SEED_ROWS, [7, 14, 28]) == [7]
+    assert _seeded(SEED_ROWS, [14, 28]) == [14]  # none fits: the smallest
+    assert _seeded(SEED_PAIRS, [16, 32]) == [32]

@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from tuning.models.bf16_layout import NHWC, is_bf16_conv
+from tuning.models.call_rewrite import rewrite_calls
 
 PLAIN, BLOCKED = "plain", "blocked"
 LAYOUTS = (PLAIN, BLOCKED)
@@ -86,7 +87,6 @@ def bounds_as_ops(mod: Any) -> Any:
     import tvm
     import tvm_ffi
     from tvm import relax, te, topi
-    from tvm.relax import expr_functor
 
     # The importer guards each bound against NaN (where(isnan(b), inf, b)): folded first.
     mod = relax.transform.FoldConstant()(mod)
@@ -112,18 +112,11 @@ def bounds_as_ops(mod: Any) -> Any:
                 return op(x, bound)
         return None
 
-    @expr_functor.mutator
-    class Rewriter(expr_functor.PyExprMutator):
-        def visit_call_(self, call: Any) -> Any:
-            call = super().visit_call_(call)
-            op = as_op(call)
-            return call if op is None else op
+    def rewritten(call: Any) -> Any:
+        op = as_op(call)
+        return call if op is None else op
 
-    rewriter = Rewriter(mod)
-    for gvar, func in mod.functions_items():
-        if isinstance(func, relax.Function):
-            rewriter.builder_.update_func(gvar, rewriter.visit_expr(func))
-    return relax.transform.DeadCodeElimination()(rewriter.builder_.get())
+    return relax.transform.DeadCodeElimination()(rewrite_calls(mod, rewritten))
 
 
 def depthwise_nchwc(data: Any, kernel: Any, strides: Any, padding: Any, dilation: Any,

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tuning.models.call_rewrite import rewrite_calls
+
 FLOAT32, BFLOAT16 = "float32", "bfloat16"
 PRECISIONS = (FLOAT32, BFLOAT16)
 """A model's precisions: ``float32`` (as written) or ``bfloat16`` (`to_bfloat16`)."""
@@ -38,7 +40,6 @@ def to_bfloat16(mod: Any) -> Any:
     """``mod`` with every `CONTRACTIONS` call on two float32 operands reading them as bf16
     and writing float32 (its sums in float32, as the bf16 units do); other calls unchanged."""
     from tvm import relax
-    from tvm.relax import expr_functor
 
     def bf16(expr: Any) -> Any:
         return relax.op.astype(expr, BFLOAT16)
@@ -60,13 +61,4 @@ def to_bfloat16(mod: Any) -> Any:
             attrs.data_layout, attrs.kernel_layout, attrs.out_layout, out_dtype=FLOAT32,
         )  # fmt: skip
 
-    @expr_functor.mutator
-    class Rewriter(expr_functor.PyExprMutator):
-        def visit_call_(self, call: Any) -> Any:
-            return rewritten(super().visit_call_(call))
-
-    rewriter = Rewriter(mod)
-    for gvar, func in mod.functions_items():
-        if isinstance(func, relax.Function):
-            rewriter.builder_.update_func(gvar, rewriter.visit_expr(func))
-    return relax.transform.Normalize()(rewriter.builder_.get())
+    return relax.transform.Normalize()(rewrite_calls(mod, rewritten))

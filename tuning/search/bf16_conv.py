@@ -24,9 +24,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tuning.hardware.bf16 import LANES, PAIR, DOT_16x2, register_bf16_intrinsics
+from tuning.hardware.bf16 import LANES, PAIR, register_bf16_intrinsics
 from tuning.ir import LAYOUT_FREE_ATTR, param_buffer, uses
-from tuning.search.bf16_dot import AUTO_TENSORIZE, K_PAIRS, PREPROC
+from tuning.search.bf16_dot import K_PAIRS, PREPROC, register_block
 from tuning.search.micro_kernels import VECTORS, elementwise_consumers
 
 SPATIAL, REDUCE = 0, 2  # IterVar kinds
@@ -143,15 +143,4 @@ def bf16_conv_tiles(
     fo, fv = sch.split(fq, [None, vecs])
     co, c2, cp = sch.split(c, [None, pairs, PAIR])
     sch.reorder(n, y, fo, r, q, co, xo, c2, xi, fv, fl, cp)
-    # No parallel loop of its own: the packed space's root annotation has MetaSchedule's
-    # postprocessor parallelise the outer loops (a loop already parallel makes it refuse).
-    for consumer in consumers:
-        sch.reverse_compute_at(consumer, fo)
-        _, lanes = sch.split(sch.get_loops(consumer)[-1], [None, LANES])
-        sch.vectorize(lanes)
-    # Tensorized by MetaSchedule's RewriteTensorize after RewriteReductionBlock splits the init
-    # off, as `bf16_dot.bf16_tiles`' blocks are.
-    sch.annotate(sch.blockize(fl), AUTO_TENSORIZE, DOT_16x2)
-    sch.unroll(fv)
-    sch.unroll(xi)
-    sch.annotate(fv, "pragma_unroll_explicit", 1)
+    register_block(sch, consumers, fo, (xi, fv, fl))

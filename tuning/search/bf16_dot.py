@@ -126,17 +126,26 @@ def bf16_tiles(
     jo, jv = sch.split(jq, [None, vecs])
     ko, k2, kp = sch.split(k, [None, pairs, PAIR])
     sch.reorder(jo, ko, io, k2, ii, jv, jl, kp)
-    # No parallel loop of its own: the packed space's root annotation has MetaSchedule's
-    # postprocessor parallelise the outer loops (a loop already parallel makes it refuse).
+    register_block(sch, consumers, jo, (ii, jv, jl))
+
+
+def register_block(sch: Any, consumers: list[Any], panel: Any, loops: tuple[Any, Any, Any]) -> None:
+    """Finish a ``vdpbf16ps`` tiling: ``consumers`` (the epilogue) computed per ``panel`` (the
+    column block's loop), their innermost loop in vectors; ``loops`` (rows, vectors, lanes of
+    the register block, innermost) made one unrolled block of `DOT_16x2` calls.
+
+    No parallel loop of its own: the packed space's root annotation has MetaSchedule's
+    postprocessor parallelise the outer loops (a loop already parallel makes it refuse)."""
+    rows, vectors, lanes = loops
     for consumer in consumers:
-        sch.reverse_compute_at(consumer, jo)
-        _, lanes = sch.split(sch.get_loops(consumer)[-1], [None, LANES])
-        sch.vectorize(lanes)
+        sch.reverse_compute_at(consumer, panel)
+        _, vector = sch.split(sch.get_loops(consumer)[-1], [None, LANES])
+        sch.vectorize(vector)
     # Tensorized by MetaSchedule's RewriteTensorize after RewriteReductionBlock splits the init
     # off (`space_generator` adds it to the packed space's postprocessors).
-    sch.annotate(sch.blockize(jl), AUTO_TENSORIZE, DOT_16x2)
-    sch.unroll(jv)
-    sch.unroll(ii)
+    sch.annotate(sch.blockize(lanes), AUTO_TENSORIZE, DOT_16x2)
+    sch.unroll(vectors)
+    sch.unroll(rows)
     # An annotated loop stops MetaSchedule's postprocessor from vectorising the loops above a
     # tensorized block (it would make the 16-lane body 32 or 64 lanes wide).
-    sch.annotate(jv, "pragma_unroll_explicit", 1)
+    sch.annotate(vectors, "pragma_unroll_explicit", 1)

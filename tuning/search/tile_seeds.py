@@ -371,10 +371,10 @@ def _seeded(preferred: tuple[int, ...], choices: list[int]) -> list[int]:
 
 
 def _bf16_positions(trace: Any) -> tuple[int, list[int], list[int], list[int]] | None:
-    """Where `bf16_tiles`' decisions are: the position (among sampling instructions) of its
-    ``rows`` categorical (``vectors`` and the k pairs follow it), the last three categoricals
-    before the block it marks for `DOT_16x2`, and their candidate lists; None for a space
-    without them."""
+    """Where `bf16_tiles`' (or `bf16_conv.bf16_conv_tiles`') decisions are: the position
+    (among sampling instructions) of its ``rows`` categorical (``vectors`` and the k pairs
+    follow it), the last three categoricals before the block it marks for `DOT_16x2`, and
+    their candidate lists; None for a space without them."""
     position = -1
     window: list[Any] = []
     for inst in trace.insts:
