@@ -40,6 +40,13 @@ def param_buffer(func: Any, param: Any) -> Any:
     return buffer_map[param] if buffer_map is not None else param
 
 
+def layout_free_buffers(func: Any) -> list[Any]:
+    """The buffers of ``func``'s parameters it lists as layout-free (`LAYOUT_FREE_ATTR`: the
+    weights a schedule may re-lay out once, at load)."""
+    free = func.attrs.get(LAYOUT_FREE_ATTR, []) if func.attrs else []
+    return [param_buffer(func, func.params[int(i)]) for i in free]
+
+
 def arg_specs(func: Any) -> list[tuple[list[int], str]]:
     """(shape, dtype) of every parameter buffer of a PrimFunc, in call order."""
     specs = []

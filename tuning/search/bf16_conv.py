@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tuning.hardware.bf16 import LANES, PAIR, register_bf16_intrinsics
-from tuning.ir import LAYOUT_FREE_ATTR, param_buffer, uses
+from tuning.ir import layout_free_buffers, param_buffer, uses
 from tuning.search.bf16_dot import K_PAIRS, PREPROC, register_block
 from tuning.search.micro_kernels import VECTORS, elementwise_consumers
 
@@ -70,8 +70,7 @@ def conv_axes(sch: Any, block: Any, budget: int) -> ConvAxes | None:
     if len(reads) != 2 or any(str(read.source.dtype) != "bfloat16" for read in reads):
         return None
     func = sch.mod["main"]
-    free = {int(p) for p in func.attrs.get(LAYOUT_FREE_ATTR, [])} if func.attrs else set()
-    weights = [param_buffer(func, func.params[p]) for p in free]
+    weights = layout_free_buffers(func)
     weight = [i for i, read in enumerate(stmt.reads) if _indexed(read, (r, q, c, f))]
     if len(weight) != 1 or not any(stmt.reads[weight[0]].source.same_as(w) for w in weights):
         return None

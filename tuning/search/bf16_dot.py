@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tuning.hardware.bf16 import LANES, PAIR, DOT_16x2, register_bf16_intrinsics
-from tuning.ir import LAYOUT_FREE_ATTR, param_buffer
+from tuning.ir import layout_free_buffers
 from tuning.search.micro_kernels import (
     MatmulAxes,
     elementwise_consumers,
@@ -71,8 +71,7 @@ def bf16_axes(sch: Any, block: Any, budget: int) -> Bf16Axes | None:
     if str(out.dtype) != "float32" or any(str(r.source.dtype) != "bfloat16" for r in reads):
         return None
     func = sch.mod["main"]
-    free = {int(x) for x in func.attrs.get(LAYOUT_FREE_ATTR, [])} if func.attrs else set()
-    weights = {param_buffer(func, func.params[x]) for x in free}
+    weights = layout_free_buffers(func)
     j, k = stmt.iter_vars[-2].var, stmt.iter_vars[-1].var
     for index, read in enumerate(stmt.reads):
         mins = [rng.min for rng in read.region]

@@ -33,7 +33,7 @@ from typing import Any
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.schedule_rule import PyScheduleRule
 
-from tuning.ir import LAYOUT_FREE_ATTR, param_buffer, uses
+from tuning.ir import layout_free_buffers, uses
 
 
 @dataclass(frozen=True)
@@ -50,8 +50,7 @@ def channel_split(func: Any, block: Any, vector_bits: int) -> ChannelSplit | Non
     block as it is (see the module docstring for when)."""
     import tvm
 
-    free = {int(i) for i in func.attrs.get(LAYOUT_FREE_ATTR, [])} if func.attrs else set()
-    weights = {param_buffer(func, func.params[i]).same_as for i in free}
+    weights = {buffer.same_as for buffer in layout_free_buffers(func)}
     if not weights or len(block.writes) != 1 or block.init is None:
         return None
     spatial = [iv for iv in block.iter_vars if iv.iter_type == 0]

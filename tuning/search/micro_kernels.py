@@ -43,7 +43,7 @@ from typing import Any
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.schedule_rule import PyScheduleRule
 
-from tuning.ir import LAYOUT_FREE_ATTR, param_buffer, uses
+from tuning.ir import layout_free_buffers, uses
 from tuning.search.pointwise_conv import as_matmul, pointwise_conv
 
 log = logging.getLogger("tunehub.micro_kernels")
@@ -114,8 +114,7 @@ def matmul_axes(sch: Any, block: Any, vector_bits: int, budget: int) -> MatmulAx
     if len(lhs) != 1 or len(rhs) != 1 or not all(indexed_by(r.region, k.var) for r in a_reads):
         return None
     func = sch.mod["main"]
-    free = {int(x) for x in func.attrs.get(LAYOUT_FREE_ATTR, [])} if func.attrs else set()
-    weight = any(param_buffer(func, func.params[x]).same_as(rhs[0].source) for x in free)
+    weight = any(buffer.same_as(rhs[0].source) for buffer in layout_free_buffers(func))
     if not weight and not column_dims(rhs[0], j.var):
         return None  # B read across its rows: every vector would be a gather
     lanes = max(1, vector_bits // tvm.DataType(str(out.source.dtype)).bits)
