@@ -38,7 +38,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -141,6 +143,16 @@ def baseline_callable(operator: str, params: dict, inputs: list[np.ndarray]):  #
             return torch.nn.functional.conv2d(x, w, None, stride, pad, 1, groups)
 
     return run
+
+
+def bound(fn: Callable[[Any], Any], x: Any) -> Callable[[], np.ndarray]:
+    """``fn(x)`` as a numpy array, as a no-argument callable."""
+
+    def call() -> np.ndarray:
+        out = fn(x)
+        return np.asarray(out if isinstance(out, np.ndarray) else out.numpy())
+
+    return call
 
 
 def time_callable(fn, repeat: int, min_s: float = 0.1) -> float:  # noqa: ANN001
